@@ -1,0 +1,41 @@
+"""The ``Deployer`` protocol (SPEC 12): ``dry_run``, ``apply``, ``delete``, ``get``.
+
+Objects are plain manifest dicts (as rendered, with the convoy label and render
+annotation). Implementations raise the typed errors of :mod:`convoy_batch.errors`:
+DryRunFailed, ApplyFailed, PruneFailed, ClusterUnavailable.
+"""
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from convoy_batch.models import ObjectKey
+
+Manifest = dict[str, Any]
+
+
+def key_of(manifest: Mapping[str, Any]) -> ObjectKey:
+    """The identity of a rendered manifest."""
+    meta = manifest.get("metadata") or {}
+    return ObjectKey(
+        api_version=str(manifest.get("apiVersion", "")),
+        kind=str(manifest.get("kind", "")),
+        namespace=meta.get("namespace") or None,
+        name=str(meta.get("name", "")),
+    )
+
+
+class Deployer(Protocol):
+    def dry_run(self, objects: Sequence[Manifest]) -> None:
+        """Validate every object as the target would, applying nothing (DryRunFailed)."""
+
+    def apply(self, objects: Sequence[Manifest]) -> None:
+        """Apply the objects in the given order (ApplyFailed, ClusterUnavailable)."""
+
+    def delete(self, key: ObjectKey) -> bool:
+        """Delete one object; True when it is confirmed gone (PruneFailed)."""
+
+    def get(self, key: ObjectKey) -> Manifest | None:
+        """The live object, or None when it is not there."""
+
+    def get_many(self, keys: Iterable[ObjectKey]) -> dict[ObjectKey, Manifest | None]:
+        """Live objects for many keys at once (the observer's read path)."""

@@ -1,0 +1,53 @@
+"""Typed errors raised at the I/O edges (source, render, cluster), one per outcome reason.
+
+Each carries a one-line message that says what and where (file, object, field); the
+reconcile maps them to the outcome reasons of SPEC 4 in one place. Gates and holds are
+values, not exceptions.
+"""
+
+from typing import ClassVar
+
+
+class ConvoyError(Exception):
+    """Base: ``reason`` is the outcome reason, ``str(err)`` the one-line message."""
+
+    reason: ClassVar[str] = "Error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split()))
+
+
+class InvalidRelease(ConvoyError):
+    reason = "InvalidRelease"
+
+
+class SourceFailed(ConvoyError):
+    reason = "SourceFailed"
+
+
+class RenderFailed(ConvoyError):
+    reason = "RenderFailed"
+
+
+class ClusterNotFound(ConvoyError):
+    reason = "ClusterNotFound"
+
+
+class ClusterUnavailable(ConvoyError):
+    reason = "ClusterUnavailable"
+
+
+class DryRunFailed(ConvoyError):
+    reason = "DryRunFailed"
+
+
+class ApplyFailed(ConvoyError):
+    reason = "ApplyFailed"
+
+
+class PruneFailed(ConvoyError):
+    reason = "PruneFailed"
+
+
+class UsageError(Exception):
+    """A CLI usage problem (exit code 2): unreadable repository, unknown Release name."""

@@ -1,0 +1,344 @@
+"""The data model of SPEC sections 1, 2, 4 and 10: Release, Cluster, status, inventory.
+
+Pure pydantic v2 models, no I/O. YAML/JSON field names are camelCase; Python names are
+snake_case. Unknown fields are refused (``extra="forbid"``); durations and times go
+through :mod:`convoy_batch.timefmt` so they parse and print one way everywhere.
+"""
+
+import re
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from convoy_batch.timefmt import format_duration, format_time, parse_duration, parse_time
+
+API_VERSION = "convoy.dev/v1alpha1"
+LABEL_RELEASE = "convoy.dev/release"
+ANNOTATION_RENDER = "convoy.dev/render"
+ANNOTATION_FORCE_SYNC = "convoy.dev/force-sync"
+ANNOTATION_SYNC_WAVE = "convoy.dev/sync-wave"
+ANNOTATION_HOOK = "convoy.dev/hook"
+ANNOTATION_PRUNE = "convoy.dev/prune"
+HISTORY_LIMIT = 10
+
+Duration = Annotated[
+    timedelta, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str)
+]
+Time = Annotated[
+    datetime, BeforeValidator(parse_time), PlainSerializer(format_time, return_type=str)
+]
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def _dns1123_label(name: str) -> str:
+    if not _DNS1123_LABEL.match(name):
+        raise ValueError(f"{name!r} is not a DNS-1123 label (lower case a-z, 0-9, '-', max 63)")
+    return name
+
+
+def _scalar_to_str(value: Any) -> Any:
+    """Variables are substituted as text: YAML numbers and booleans become their text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+Name = Annotated[str, AfterValidator(_dns1123_label)]
+VarValue = Annotated[str, BeforeValidator(_scalar_to_str)]
+
+
+class Model(BaseModel):
+    """Base of every model: camelCase aliases, unknown fields refused, immutable."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+    )
+
+    def dump(self) -> dict[str, Any]:
+        """The JSON-compatible form with YAML field names, as stored."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+# --- Release and Cluster (SPEC 1) ------------------------------------------------------
+
+
+class Metadata(Model):
+    name: Name
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class Source(Model):
+    path: str
+    url: str | None = None
+    ref: str | None = None
+
+
+class SyncMode(StrEnum):
+    AUTO = "Auto"
+    MANUAL = "Manual"
+
+
+class HealthStrategy(StrEnum):
+    NONE = "None"
+    HEALTHY = "Healthy"
+
+
+class RollbackMode(StrEnum):
+    AUTO = "Auto"
+    NEVER = "Never"
+
+
+class WavesPolicy(Model):
+    health_strategy: HealthStrategy = HealthStrategy.NONE
+    timeout: Duration = timedelta(minutes=5)
+
+
+class SyncPolicy(Model):
+    mode: SyncMode = SyncMode.AUTO
+    prune: bool = True
+    allow_empty: bool = False
+    waves: WavesPolicy = Field(default_factory=WavesPolicy)
+
+
+class FailurePolicy(Model):
+    rollback: RollbackMode = RollbackMode.AUTO
+    progress_deadline: Duration = timedelta(minutes=10)
+
+
+class ReleaseSpec(Model):
+    cluster: Name
+    namespace: Name = "default"
+    convoy: str | None = None
+    source: Source
+    vars: dict[str, VarValue] = Field(default_factory=dict)
+    interval: Duration = timedelta(minutes=5)
+    pin: str | None = None
+    sync_policy: SyncPolicy = Field(default_factory=SyncPolicy)
+    failure_policy: FailurePolicy | None = None
+
+
+class Release(Model):
+    api_version: Literal["convoy.dev/v1alpha1"]
+    kind: Literal["Release"]
+    metadata: Metadata
+    spec: ReleaseSpec
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+class DirectoryTarget(Model):
+    path: str
+
+
+class KubernetesTarget(Model):
+    kubeconfig: str | None = None
+    context: str | None = None
+
+
+class ClusterSpec(Model):
+    wave: int = 0
+    vars: dict[str, VarValue] = Field(default_factory=dict)
+    directory: DirectoryTarget | None = None
+    kubernetes: KubernetesTarget | None = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> "ClusterSpec":
+        if self.directory is not None and self.kubernetes is not None:
+            raise ValueError("at most one of directory and kubernetes may be set")
+        return self
+
+
+class Cluster(Model):
+    api_version: Literal["convoy.dev/v1alpha1"]
+    kind: Literal["Cluster"]
+    metadata: Metadata
+    spec: ClusterSpec = Field(default_factory=ClusterSpec)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+# --- Status (SPEC 10) ------------------------------------------------------------------
+
+
+class RolloutState(StrEnum):
+    PROGRESSING = "Progressing"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    ROLLED_BACK = "RolledBack"
+
+
+class Rollout(Model):
+    state: RolloutState
+    render_ref: str
+    started_at: Time
+    reason: str
+    message: str = ""
+
+
+class Attempt(Model):
+    render_ref: str | None = None
+    revision: str | None = None
+    time: Time
+    applied: bool = False
+    reason: str
+    message: str = ""
+
+    def same_attempt(self, other: "Attempt | None") -> bool:
+        """Equal but for the time: the same attempt seen on a later tick."""
+        return other is not None and self.model_copy(update={"time": other.time}) == other
+
+
+class RenderRecord(Model):
+    render_ref: str
+    revision: str | None = None
+    time: Time
+
+
+PhaseName = Literal["PreSync", "PostSync"]
+Phase = int | PhaseName
+
+
+class WaveStatus(Model):
+    wave: Phase
+    render_ref: str
+    started_at: Time
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(Model):
+    type: str
+    status: ConditionStatus
+    reason: str
+    message: str = ""
+    last_transition_time: Time
+
+
+class ReleaseStatus(Model):
+    rollout: Rollout | None = None
+    last_attempted: Attempt | None = None
+    last_successful: RenderRecord | None = None
+    last_healthy: RenderRecord | None = None
+    waves: tuple[WaveStatus, ...] = ()
+    history: tuple[RenderRecord, ...] = ()
+    conditions: tuple[Condition, ...] = ()
+    last_handled_force_sync_at: Time | None = None
+
+    def dump_status(self) -> dict[str, Any]:
+        """The stored form: every key of SPEC 10, in its order, ``null`` when unset."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+# --- Inventory and health (SPEC 4, 11) -------------------------------------------------
+
+
+class HealthState(StrEnum):
+    """kstatus states, shared by the observer and the verdict."""
+
+    CURRENT = "Current"
+    IN_PROGRESS = "InProgress"
+    FAILED = "Failed"
+    NOT_FOUND = "NotFound"
+    TERMINATING = "Terminating"
+
+
+class Health(Model):
+    state: HealthState
+    assessed_render_ref: str | None = None
+    message: str = ""
+    observed_at: Time
+
+
+class ObjectKey(Model):
+    """Identity of an object: (group, kind, namespace, name); ``version`` for the API."""
+
+    api_version: str
+    kind: str
+    namespace: str | None = None
+    name: str
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    def identity(self) -> tuple[str, str, str, str]:
+        return (self.group, self.kind, self.namespace or "", self.name)
+
+    def __str__(self) -> str:
+        kind = f"{self.kind}.{self.group}" if self.group else self.kind
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{kind} {where}{self.name}"
+
+
+class InventoryEntry(Model):
+    key: ObjectKey
+    wave: Phase = 0
+    applied_render_ref: str | None = None
+    """The renderRef this object was last applied with (None: not applied yet)."""
+    prune: bool = True
+    """False when the object carries ``convoy.dev/prune: "false"``."""
+    health: Health | None = None
+    """Written only by the observer."""
+
+
+class ReleaseInventory(Model):
+    release: str
+    entries: tuple[InventoryEntry, ...] = ()
+
+
+# --- Errors of validation, one line ----------------------------------------------------
+
+
+def describe_validation_error(source: str, error: ValidationError) -> str:
+    """One line naming the file and the field path of every problem pydantic found."""
+    parts = []
+    for err in error.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif err["type"] == "missing":
+            msg = "required field missing"
+        parts.append(f"{loc or '<root>'}: {msg}")
+    return f"{source}: " + "; ".join(parts)
+
+
+M = TypeVar("M", bound=Model)
+
+
+def parse_model(model: type[M], data: Mapping[str, Any] | Any, source: str) -> M:
+    """Validate ``data`` as ``model``; a failure raises ValueError with a one-line message."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(describe_validation_error(source, exc)) from None

@@ -1,0 +1,52 @@
+"""The rollout decisions of SPEC 5-7 and 10: pure functions of values.
+
+Nothing here does I/O or reads the clock; nothing here imports dagster, git, ruamel,
+yaml or kubernetes (a test checks this).
+"""
+
+from convoy_batch.rollout.plan import (
+    Action,
+    Plan,
+    pinned_plan,
+    plan_rollout,
+    render_verdict,
+    rollback_eligible,
+)
+from convoy_batch.rollout.status import (
+    ERROR_REASONS,
+    Outcome,
+    RenderId,
+    assemble_status,
+    commit_message,
+)
+from convoy_batch.rollout.verdict import Verdict, VerdictResult, deadline_start, verdict
+from convoy_batch.rollout.waves import (
+    GateDecision,
+    GateKind,
+    WavePlan,
+    plan_waves,
+    wave_health_gate,
+)
+
+__all__ = [
+    "ERROR_REASONS",
+    "Action",
+    "GateDecision",
+    "GateKind",
+    "Outcome",
+    "Plan",
+    "RenderId",
+    "Verdict",
+    "VerdictResult",
+    "WavePlan",
+    "assemble_status",
+    "commit_message",
+    "deadline_start",
+    "pinned_plan",
+    "plan_rollout",
+    "plan_waves",
+    "render_verdict",
+    "rollback_eligible",
+    "verdict",
+    "wave_health_gate",
+]

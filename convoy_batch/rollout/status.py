@@ -1,0 +1,183 @@
+"""Status assembly of ``sync_handler`` (SPEC 10) and the status commit message.
+
+Pure: builds a new ReleaseStatus from the prior one and the reconcile outcome; never
+edits the prior status in place. No I/O, no clock (``now`` is a value).
+"""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from convoy_batch.models import (
+    HISTORY_LIMIT,
+    Attempt,
+    Condition,
+    ConditionStatus,
+    ReleaseStatus,
+    RenderRecord,
+    Rollout,
+    RolloutState,
+    WaveStatus,
+)
+
+CONDITION_ROLLOUT_SUCCEEDED = "RolloutSucceeded"
+
+_CONDITION_STATUS = {
+    RolloutState.SUCCEEDED: ConditionStatus.TRUE,
+    RolloutState.FAILED: ConditionStatus.FALSE,
+    RolloutState.ROLLED_BACK: ConditionStatus.FALSE,
+    RolloutState.PROGRESSING: ConditionStatus.UNKNOWN,
+}
+
+
+@dataclass(frozen=True)
+class RenderId:
+    ref: str
+    revision: str | None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one reconcile of one Release did (SPEC 4)."""
+
+    rollout: Rollout | None
+    applied: bool
+    reason: str
+    message: str = ""
+    render: RenderId | None = None
+    waves: tuple[WaveStatus, ...] | None = None
+    """The new ``status.waves`` when a sync ran; None leaves them as they were."""
+    persisted: RenderId | None = None
+    """The render that ``stage_sync`` persisted (a history candidate)."""
+    errors: tuple[str, ...] = field(default=())
+
+    @property
+    def is_error(self) -> bool:
+        return self.reason in ERROR_REASONS
+
+
+ERROR_REASONS = frozenset(
+    {
+        "InvalidRelease",
+        "SourceFailed",
+        "RenderFailed",
+        "ClusterNotFound",
+        "ClusterUnavailable",
+        "DryRunFailed",
+        "ApplyFailed",
+        "PruneFailed",
+    }
+)
+
+
+def _record(prior: RenderRecord | None, render: RenderId, now: datetime) -> RenderRecord:
+    """A render record whose time changes only when its renderRef or revision changes."""
+    if prior is not None and (prior.render_ref, prior.revision) == (render.ref, render.revision):
+        return prior
+    return RenderRecord(render_ref=render.ref, revision=render.revision, time=now)
+
+
+def _attempt(prior: Attempt | None, outcome: Outcome, now: datetime) -> Attempt:
+    render = outcome.render
+    attempt = Attempt(
+        render_ref=render.ref if render else None,
+        revision=render.revision if render else None,
+        time=now,
+        applied=outcome.applied,
+        reason=outcome.reason,
+        message=outcome.message,
+    )
+    # lastAttempted.time is the first tick that made this attempt.
+    return prior if prior is not None and attempt.same_attempt(prior) else attempt
+
+
+def _history(
+    prior: tuple[RenderRecord, ...], persisted: RenderId | None, now: datetime
+) -> tuple[RenderRecord, ...]:
+    if persisted is None or (prior and prior[0].render_ref == persisted.ref):
+        return prior
+    entry = RenderRecord(render_ref=persisted.ref, revision=persisted.revision, time=now)
+    return (entry, *prior)[:HISTORY_LIMIT]
+
+
+def _conditions(
+    prior: tuple[Condition, ...], rollout: Rollout | None, now: datetime
+) -> tuple[Condition, ...]:
+    if rollout is None:
+        return prior
+    old = next((c for c in prior if c.type == CONDITION_ROLLOUT_SUCCEEDED), None)
+    status = _CONDITION_STATUS[rollout.state]
+    since = old.last_transition_time if old is not None and old.status == status else now
+    new = Condition(
+        type=CONDITION_ROLLOUT_SUCCEEDED,
+        status=status,
+        reason=rollout.reason,
+        message=rollout.message,
+        last_transition_time=since,
+    )
+    others = tuple(c for c in prior if c.type != CONDITION_ROLLOUT_SUCCEEDED)
+    return (new, *others)
+
+
+def assemble_status(
+    prior: ReleaseStatus,
+    outcome: Outcome,
+    *,
+    failure_policy_set: bool,
+    attempt_healthy: bool,
+    force_sync_at: datetime | None,
+    now: datetime,
+) -> ReleaseStatus:
+    """The new status after a reconcile (every bullet of SPEC 10).
+
+    ``attempt_healthy``: verdict(attempt's render) is Healthy. ``force_sync_at``: the
+    time of the pending forced sync that this reconcile handled, if any.
+    """
+    render = outcome.render
+    rollout: Rollout | None
+    if outcome.rollout is not None:
+        rollout = outcome.rollout
+    elif failure_policy_set:
+        rollout = prior.rollout
+    else:
+        rollout = None
+    last_successful = prior.last_successful
+    if outcome.applied and render is not None:
+        last_successful = _record(prior.last_successful, render, now)
+    last_healthy = prior.last_healthy
+    if attempt_healthy and render is not None:
+        last_healthy = _record(prior.last_healthy, render, now)
+    return ReleaseStatus(
+        rollout=rollout,
+        last_attempted=_attempt(prior.last_attempted, outcome, now),
+        last_successful=last_successful,
+        last_healthy=last_healthy,
+        waves=outcome.waves if outcome.waves is not None else prior.waves,
+        history=_history(prior.history, outcome.persisted, now),
+        conditions=_conditions(prior.conditions, outcome.rollout, now),
+        last_handled_force_sync_at=(
+            force_sync_at if force_sync_at is not None else prior.last_handled_force_sync_at
+        ),
+    )
+
+
+def _state_name(rollout: Rollout | None) -> str:
+    return rollout.state.value if rollout is not None else "none"
+
+
+def commit_message(release: str, old: ReleaseStatus, new: ReleaseStatus) -> str:
+    """``<release>: <old> -> <new> (<reason>) <ref12>`` on a transition, else
+    ``<release>: <outcome reason>``. A new render counts as a transition."""
+    before, after = old.rollout, new.rollout
+    changed = (before is None) != (after is None) or (
+        before is not None
+        and after is not None
+        and (before.state, before.render_ref) != (after.state, after.render_ref)
+    )
+    if changed:
+        if after is None:
+            reason = new.last_attempted.reason if new.last_attempted else ""
+            return f"{release}: {_state_name(before)} -> none ({reason})"
+        ref = after.render_ref.removeprefix("sha256:")[:12]
+        return f"{release}: {_state_name(before)} -> {_state_name(after)} ({after.reason}) {ref}"
+    reason = new.last_attempted.reason if new.last_attempted else "status"
+    return f"{release}: {reason}"

@@ -1,0 +1,161 @@
+"""The wave gate (SPEC 7) and the pure "which phases next" decision of a sync.
+
+A render's phases are, in order: ``PreSync`` (when it has PreSync hooks), its sorted
+distinct sync waves, then ``PostSync``. Pure: no I/O, no clock.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Final
+
+from convoy_batch.models import (
+    HealthStrategy,
+    InventoryEntry,
+    Phase,
+    ReleaseSpec,
+    ReleaseStatus,
+    Rollout,
+    RolloutState,
+    WaveStatus,
+)
+from convoy_batch.rollout.plan import rollback_eligible
+from convoy_batch.rollout.verdict import entries_healthy, is_current_for
+
+REASON_WAITING = "WaitingForWaveHealth"
+REASON_WAVE_TIMEOUT = "WaveTimeout"
+PRE_SYNC: Final = "PreSync"
+POST_SYNC: Final = "PostSync"
+
+
+class GateKind(StrEnum):
+    PROCEED = "Proceed"
+    HOLD = "Hold"
+    STOP = "Stop"
+    ROLL_BACK = "RollBack"
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    kind: GateKind
+    rollout: Rollout | None = None
+    reason: str = ""
+    message: str = ""
+
+
+def is_hook(phase: Phase) -> bool:
+    return phase in (PRE_SYNC, POST_SYNC)
+
+
+def phase_label(phase: Phase) -> str:
+    return f"wave {phase}" if isinstance(phase, int) else f"{phase} hooks"
+
+
+def order_phases(waves: Sequence[int], pre_sync: bool, post_sync: bool) -> tuple[Phase, ...]:
+    """PreSync, the sorted distinct waves, PostSync."""
+    phases: list[Phase] = [PRE_SYNC] if pre_sync else []
+    phases.extend(sorted(set(waves)))
+    if post_sync:
+        phases.append(POST_SYNC)
+    return tuple(phases)
+
+
+def wave_health_gate(
+    previous_phase: Phase,
+    previous: Sequence[InventoryEntry],
+    previous_started_at: datetime,
+    *,
+    spec: ReleaseSpec,
+    status: ReleaseStatus,
+    render_ref: str,
+    pinned: bool,
+    now: datetime,
+) -> GateDecision:
+    """Proceed when the previous phase is Current for R; hold until its timeout; then
+    the SPEC 7 table: no failurePolicy or a pin -> stop; rollback_eligible -> RolledBack;
+    otherwise -> Failed (both with ``priorRolloutStartedAt`` and reason WaveTimeout)."""
+    if entries_healthy(previous, render_ref):
+        return GateDecision(GateKind.PROCEED)
+    waiting = [e for e in previous if not is_current_for(e, render_ref)]
+    label = phase_label(previous_phase)
+    timeout: timedelta = spec.sync_policy.waves.timeout
+    if now - previous_started_at <= timeout:
+        return GateDecision(
+            GateKind.HOLD, None, REASON_WAITING, f"waiting for {label}: {waiting[0].key}"
+        )
+    message = f"{label} not healthy within {timeout}: {waiting[0].key}"
+    if spec.failure_policy is None or pinned:
+        return GateDecision(GateKind.STOP, None, REASON_WAVE_TIMEOUT, message)
+    prior = status.rollout
+    started = prior.started_at if prior is not None and prior.render_ref == render_ref else now
+    state, kind = (
+        (RolloutState.ROLLED_BACK, GateKind.ROLL_BACK)
+        if rollback_eligible(spec, status)
+        else (RolloutState.FAILED, GateKind.STOP)
+    )
+    rollout = Rollout(
+        state=state,
+        render_ref=render_ref,
+        started_at=started,
+        reason=REASON_WAVE_TIMEOUT,
+        message=message,
+    )
+    return GateDecision(kind, rollout, REASON_WAVE_TIMEOUT, message)
+
+
+@dataclass(frozen=True)
+class WavePlan:
+    apply: tuple[Phase, ...]
+    """Phases of R to apply this tick, in order (nothing when the gate rolls back)."""
+    waves: tuple[WaveStatus, ...]
+    """The new ``status.waves``: R's phases with the time each was first applied."""
+    gate: GateDecision | None
+    """The decision that stopped the pass; None when every phase of R is applied."""
+
+    @property
+    def complete(self) -> bool:
+        return self.gate is None
+
+
+def plan_waves(
+    phases: Sequence[Phase],
+    entries_by_phase: Mapping[Phase, Sequence[InventoryEntry]],
+    *,
+    spec: ReleaseSpec,
+    status: ReleaseStatus,
+    render_ref: str,
+    pinned: bool,
+    now: datetime,
+) -> WavePlan:
+    """Walk R's phases: re-apply those already started (hooks are not re-run), and gate
+    the first one not started yet. A phase is gated when the one before it is PreSync,
+    or when ``healthStrategy`` is Healthy."""
+    strategy = spec.sync_policy.waves.health_strategy
+    waves = [w for w in status.waves if w.render_ref == render_ref]
+    started = {w.wave: w.started_at for w in waves}
+    apply: list[Phase] = []
+    for index, phase in enumerate(phases):
+        if phase in started:
+            if not is_hook(phase):
+                apply.append(phase)
+            continue
+        previous = phases[index - 1] if index > 0 else None
+        if previous is not None and (previous == PRE_SYNC or strategy == HealthStrategy.HEALTHY):
+            decision = wave_health_gate(
+                previous,
+                entries_by_phase.get(previous, ()),
+                started[previous],
+                spec=spec,
+                status=status,
+                render_ref=render_ref,
+                pinned=pinned,
+                now=now,
+            )
+            if decision.kind != GateKind.PROCEED:
+                kept = () if decision.kind == GateKind.ROLL_BACK else tuple(apply)
+                return WavePlan(kept, tuple(waves), decision)
+        apply.append(phase)
+        started[phase] = now
+        waves.append(WaveStatus(wave=phase, render_ref=render_ref, started_at=now))
+    return WavePlan(tuple(apply), tuple(waves), None)

@@ -1,0 +1,87 @@
+"""Go-style durations and RFC 3339 UTC times, parsed and printed one way everywhere.
+
+Pure: no I/O, no clock. Durations print in their shortest Go-like form without zero
+units (``1h30m``, ``90s`` prints as ``1m30s``, zero prints as ``0``); times print as
+``YYYY-MM-DDTHH:MM:SSZ``, truncated to the second.
+"""
+
+import re
+from datetime import UTC, datetime, timedelta
+
+_UNITS = {
+    "ns": timedelta(microseconds=0.001),
+    "us": timedelta(microseconds=1),
+    "µs": timedelta(microseconds=1),
+    "ms": timedelta(milliseconds=1),
+    "s": timedelta(seconds=1),
+    "m": timedelta(minutes=1),
+    "h": timedelta(hours=1),
+}
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+
+
+def parse_duration(text: str | int | timedelta) -> timedelta:
+    """Parse a Go duration (``90s``, ``1h30m``, ``0``); negative durations are refused."""
+    if isinstance(text, timedelta):
+        return text
+    if isinstance(text, int) and not isinstance(text, bool) and text == 0:
+        return timedelta(0)
+    if not isinstance(text, str):
+        raise ValueError(f"not a duration: {text!r} (use Go syntax such as 90s, 5m, 1h30m)")
+    s = text.strip()
+    if s == "0":
+        return timedelta(0)
+    pos, total = 0, timedelta(0)
+    for m in _PART.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(s) or not s:
+        raise ValueError(f"not a duration: {text!r} (use Go syntax such as 90s, 5m, 1h30m)")
+    return total
+
+
+def format_duration(d: timedelta) -> str:
+    """Print a duration as Go-style units without zero parts: ``1h30m``, ``5m``, ``0``."""
+    total = d.total_seconds()
+    if total == 0:
+        return "0"
+    whole = int(total)
+    hours, rest = divmod(whole, 3600)
+    minutes, seconds = divmod(rest, 60)
+    frac = total - whole
+    parts = []
+    if hours:
+        parts.append(f"{hours}h")
+    if minutes:
+        parts.append(f"{minutes}m")
+    if seconds or frac:
+        parts.append(f"{seconds + frac:g}s" if frac else f"{seconds}s")
+    return "".join(parts)
+
+
+def parse_time(value: str | datetime) -> datetime:
+    """Parse an RFC 3339 time into an aware UTC datetime truncated to the second."""
+    if isinstance(value, datetime):
+        dt = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            dt = datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"not an RFC 3339 time: {value!r}") from None
+        if "T" not in text.upper() or dt.tzinfo is None:
+            raise ValueError(f"not an RFC 3339 time with zone: {value!r}")
+    else:
+        raise ValueError(f"not an RFC 3339 time: {value!r}")
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.astimezone(UTC).replace(microsecond=0)
+
+
+def format_time(dt: datetime) -> str:
+    """Print a time as RFC 3339 UTC with ``Z``, to the second."""
+    return parse_time(dt).strftime("%Y-%m-%dT%H:%M:%SZ")
