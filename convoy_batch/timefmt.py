@@ -23,6 +23,8 @@ _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 def parse_duration(text: str | int | timedelta) -> timedelta:
     """Parse a Go duration (``90s``, ``1h30m``, ``0``); negative durations are refused."""
     if isinstance(text, timedelta):
+        if text < timedelta(0):
+            raise ValueError(f"not a duration: {text!r} (negative durations are refused)")
         return text
     if isinstance(text, int) and not isinstance(text, bool) and text == 0:
         return timedelta(0)
@@ -43,21 +45,26 @@ def parse_duration(text: str | int | timedelta) -> timedelta:
 
 
 def format_duration(d: timedelta) -> str:
-    """Print a duration as Go-style units without zero parts: ``1h30m``, ``5m``, ``0``."""
-    total = d.total_seconds()
-    if total == 0:
+    """Print a duration as Go-style units without zero parts: ``1h30m``, ``5m``, ``0``.
+
+    Integer microseconds, not float seconds, so that every duration round-trips exactly
+    (``{:g}`` would keep only six significant digits).
+    """
+    micros = d // timedelta(microseconds=1)
+    if micros == 0:
         return "0"
-    whole = int(total)
+    whole, frac = divmod(micros, 1_000_000)
     hours, rest = divmod(whole, 3600)
     minutes, seconds = divmod(rest, 60)
-    frac = total - whole
     parts = []
     if hours:
         parts.append(f"{hours}h")
     if minutes:
         parts.append(f"{minutes}m")
-    if seconds or frac:
-        parts.append(f"{seconds + frac:g}s" if frac else f"{seconds}s")
+    if frac:
+        parts.append(f"{seconds}.{frac:06d}".rstrip("0") + "s")
+    elif seconds:
+        parts.append(f"{seconds}s")
     return "".join(parts)
 
 

@@ -1,0 +1,170 @@
+"""The ``convoy-batch`` command (SPEC 14): reconcile, observe, status, plan.
+
+Exit codes: 0 every Release reconciled (waiting, gated, rolled back count); 1 at
+least one Release errored; 2 usage error, unreadable repository, unknown Release.
+"""
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from convoy_batch.errors import ConvoyError, UsageError
+from convoy_batch.inspect import plan_release, status_rows
+from convoy_batch.reconcile import describe
+from convoy_batch.runner import TickReport, observe_release, run_tick, select
+from convoy_batch.tick import Tick, default_state_dir
+from convoy_batch.timefmt import parse_time
+
+EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="convoy-batch", description=__doc__.splitlines()[0])
+    p.add_argument("--repo", type=Path, default=Path("."), help="the GitOps repository")
+    p.add_argument("--state", type=Path, default=None, help="state directory")
+    p.add_argument("--output", choices=("text", "yaml", "json"), default="text")
+    p.add_argument("-v", "--verbose", action="store_true")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("reconcile", help="reconcile due (or named) Releases")
+    r.add_argument("names", nargs="*", metavar="NAME")
+    r.add_argument("--all", action="store_true", help="every Release, due or not")
+    r.add_argument("--force", action="store_true", help="forced sync of the named Releases")
+    r.add_argument("--no-observe", action="store_true", help="do not refresh health first")
+    r.add_argument("--now", type=parse_time, default=None)
+    o = sub.add_parser("observe", help="refresh the health of Releases' objects")
+    o.add_argument("names", nargs="*", metavar="NAME")
+    o.add_argument("--now", type=parse_time, default=None)
+    s = sub.add_parser("status", help="one line per Release")
+    s.add_argument("name", nargs="?", default=None)
+    pl = sub.add_parser("plan", help="what the next tick would do; changes nothing")
+    pl.add_argument("name")
+    pl.add_argument("--now", type=parse_time, default=None)
+    return p
+
+
+def _emit(args: argparse.Namespace, rows: list[dict[str, Any]], lines: Sequence[str]) -> None:
+    if args.output == "json":
+        print(json.dumps(rows, indent=2))
+    elif args.output == "yaml":
+        print(yaml.safe_dump(rows, sort_keys=False), end="")
+    else:
+        for line in lines:
+            print(line)
+
+
+def _report_rows(report: TickReport) -> list[dict[str, Any]]:
+    rows = []
+    for h in report.handled:
+        o = h.outcome
+        rows.append(
+            {
+                "name": h.name,
+                "state": h.status.rollout.state.value if h.status.rollout else None,
+                "reason": o.reason,
+                "message": o.message,
+                "applied": o.applied,
+                "renderRef": o.render.ref if o.render else None,
+                "revision": o.render.revision if o.render else None,
+                "commit": h.commit,
+            }
+        )
+    return rows
+
+
+def cmd_reconcile(args: argparse.Namespace, repo: Path, state: Path, now: datetime) -> int:
+    if args.force and not args.names:
+        raise UsageError("--force needs the names of the Releases to force")
+    report = run_tick(
+        repo,
+        state,
+        now,
+        args.names,
+        all_releases=args.all,
+        forced=frozenset(args.names) if args.force else frozenset(),
+        observe_first=not args.no_observe,
+    )
+    for h in report.handled:
+        if h.outcome.is_error:
+            print(f"{h.name}: {h.outcome.reason}: {h.outcome.message}", file=sys.stderr)
+    if report.push_warning:
+        print(f"warning: {report.push_warning}", file=sys.stderr)
+    lines = [describe(h) for h in report.handled]
+    lines += [f"{name}: skipped ({why})" for name, why in report.skipped.items()]
+    _emit(args, _report_rows(report), lines)
+    return EXIT_ERRORS if report.errored else EXIT_OK
+
+
+def cmd_observe(args: argparse.Namespace, repo: Path, state: Path, now: datetime) -> int:
+    tick = Tick.open(repo, state, now)
+    rows = []
+    for entry in select(tick, args.names):
+        inventory = observe_release(tick, entry)
+        for e in inventory.entries if inventory else ():
+            h = e.health
+            rows.append(
+                {
+                    "release": entry.name,
+                    "object": str(e.key),
+                    "state": h.state.value if h else None,
+                    "assessedRenderRef": h.assessed_render_ref if h else None,
+                    "message": h.message if h else "",
+                }
+            )
+    lines = [f"{r['release']}: {r['object']}: {r['state']} {r['message']}".rstrip() for r in rows]
+    _emit(args, rows, lines)
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace, repo: Path, state: Path, now: datetime) -> int:
+    rows, lines = status_rows(repo, state, now, args.name)
+    _emit(args, rows, lines)
+    return EXIT_OK
+
+
+def cmd_plan(args: argparse.Namespace, repo: Path, state: Path, now: datetime) -> int:
+    row, line = plan_release(repo, state, now, args.name)
+    _emit(args, [row], [line])
+    return EXIT_ERRORS if row.get("error") else EXIT_OK
+
+
+COMMANDS = {
+    "reconcile": cmd_reconcile,
+    "observe": cmd_observe,
+    "status": cmd_status,
+    "plan": cmd_plan,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    repo = args.repo.resolve()
+    # The clock is read once per run and passed down (or set by --now).
+    now = getattr(args, "now", None) or datetime.now(UTC).replace(microsecond=0)
+    try:
+        state = args.state or default_state_dir(repo)
+        return COMMANDS[args.command](args, repo, state, now)
+    except UsageError as exc:
+        print(f"convoy-batch: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ConvoyError as exc:
+        print(f"convoy-batch: {exc.reason}: {exc}", file=sys.stderr)
+        return EXIT_ERRORS
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,302 @@
+"""The directory cluster (SPEC 12.1): one YAML file per object under a root folder. Does file I/O.
+
+Layout: ``<root>/<namespace or _cluster>/<kind lower>[.<group>]/<name>.yaml``, e.g.
+``web/deployment.apps/web.yaml`` or ``_cluster/namespace/web.yaml``. Users and tests play
+the cluster's controllers by editing ``status`` in these files, so they are plain YAML
+in the manifest's own key order, without anchors.
+
+What it does as an API server would:
+
+- dry run and apply refuse what a server refuses: missing apiVersion/kind/metadata.name,
+  invalid names, a namespaced kind without a namespace, a cluster-scoped kind with one.
+  Scope comes from :mod:`convoy_batch.kinds` plus CustomResourceDefinitions with
+  ``scope: Cluster``, both those in the batch and those already stored.
+- apply keeps the stored ``status`` and the server-owned metadata (generation, uid,
+  creationTimestamp, resourceVersion, deletionTimestamp), replaces the rest, and
+  increments ``metadata.generation`` (1 on create) when anything but apiVersion, kind,
+  metadata and status changed. Each file is written atomically (temp file, fsync, rename);
+  an unchanged object is not rewritten.
+- every path part is validated, so nothing is ever written outside the root.
+"""
+
+import contextlib
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from convoy_batch.deployers.base import Manifest, key_of
+from convoy_batch.errors import ApplyFailed, ClusterUnavailable, DryRunFailed, PruneFailed
+from convoy_batch.kinds import group_of, is_cluster_scoped
+from convoy_batch.models import ObjectKey
+
+CLUSTER_DIR = "_cluster"
+CRD_GROUP = "apiextensions.k8s.io"
+SERVER_OWNED = ("generation", "uid", "creationTimestamp", "resourceVersion", "deletionTimestamp")
+NOT_SPEC = frozenset({"apiVersion", "kind", "metadata", "status"})
+
+_SEGMENT = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_LABEL = re.compile(rf"^{_SEGMENT}$")
+_DNS1123_SUBDOMAIN = re.compile(rf"^{_SEGMENT}(\.{_SEGMENT})*$")
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_KIND = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+_VERSION = re.compile(r"^[a-z0-9]+$")
+# RBAC objects only need to be valid path segments (e.g. "system:controller:x").
+_PATH_SEGMENT_KINDS = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
+
+
+class _Loader(yaml.CSafeLoader):
+    """The C loader, keeping timestamps as the strings they were written as (as kubectl)."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_str)
+
+
+class _Dumper(yaml.CSafeDumper):
+    """Never anchors/aliases: a shared dict must read as plain YAML to a human."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+# --- names --------------------------------------------------------------------------
+
+
+def _is_subdomain(name: str) -> bool:
+    return len(name) <= 253 and bool(_DNS1123_SUBDOMAIN.match(name))
+
+
+def _is_label(name: str) -> bool:
+    return len(name) <= 63 and bool(_DNS1123_LABEL.match(name))
+
+
+def _is_path_segment(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\%\0")
+
+
+def _name_problem(kind: str, name: str) -> str | None:
+    """Why a server would refuse ``name`` for ``kind`` (None: it would not)."""
+    if kind in _PATH_SEGMENT_KINDS:
+        ok, rule = _is_path_segment(name), "a valid path segment"
+    elif kind == "Namespace":
+        ok, rule = _is_label(name), "a DNS-1123 label"
+    elif kind == "Service":
+        ok, rule = len(name) <= 63 and bool(_DNS1035_LABEL.match(name)), "a DNS-1035 label"
+    else:
+        ok, rule = _is_subdomain(name), "a DNS-1123 subdomain"
+    return None if ok else f"metadata.name {name!r} is not {rule}"
+
+
+def _describe(obj: Any) -> str:
+    """Names an object even when its identity fields are missing or wrong."""
+    if not isinstance(obj, Mapping):
+        return "object (not a mapping)"
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    group = group_of(str(obj.get("apiVersion") or ""))
+    kind = str(obj.get("kind") or "?") + (f".{group}" if group else "")
+    where = f"{meta['namespace']}/" if meta.get("namespace") else ""
+    return f"{kind} {where}{meta.get('name') or '?'}"
+
+
+# --- what a server refuses -----------------------------------------------------------
+
+
+def _identity_problem(obj: Mapping[str, Any]) -> str | None:
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if not isinstance(api_version, str) or not api_version:
+        return "apiVersion is missing"
+    group, _, version = api_version.rpartition("/")
+    if not _VERSION.match(version) or (group and not _is_subdomain(group)):
+        return f"apiVersion {api_version!r} is not valid"
+    if not isinstance(kind, str) or not kind:
+        return "kind is missing"
+    if not _KIND.match(kind):
+        return f"kind {kind!r} is not valid"
+    if not isinstance(obj.get("metadata"), Mapping):
+        return "metadata is missing"
+    return None
+
+
+def _metadata_problem(
+    obj: Mapping[str, Any], cluster_scoped: frozenset[tuple[str, str]]
+) -> str | None:
+    meta, kind = obj["metadata"], obj["kind"]
+    name, namespace = meta.get("name"), meta.get("namespace")
+    if not isinstance(name, str) or not name:
+        return "metadata.name is missing"
+    if problem := _name_problem(kind, name):
+        return problem
+    if namespace is not None and (not isinstance(namespace, str) or not _is_label(namespace)):
+        return f"metadata.namespace {namespace!r} is not a DNS-1123 label"
+    scoped = is_cluster_scoped(group_of(obj["apiVersion"]), kind, cluster_scoped)
+    if scoped and namespace:
+        return f"{kind} is cluster-scoped but metadata.namespace is {namespace!r}"
+    if not scoped and not namespace:
+        return f"{kind} is namespaced but metadata.namespace is not set"
+    for field in ("labels", "annotations"):
+        values = meta.get(field) or {}
+        if not isinstance(values, Mapping) or not all(isinstance(v, str) for v in values.values()):
+            return f"metadata.{field} values must be strings"
+    return None
+
+
+def refusal(obj: Any, cluster_scoped: frozenset[tuple[str, str]] = frozenset()) -> str | None:
+    """One line naming the object and why a server would refuse it; None when it would not."""
+    if not isinstance(obj, Mapping):
+        return f"{_describe(obj)}: an object must be a mapping"
+    problem = _identity_problem(obj) or _metadata_problem(obj, cluster_scoped)
+    return f"{_describe(obj)}: {problem}" if problem else None
+
+
+def _crd_scopes(objects: Iterable[Any]) -> frozenset[tuple[str, str]]:
+    """(group, kind) of every cluster-scoped custom resource defined by these CRDs."""
+    found = set()
+    for obj in objects:
+        if not isinstance(obj, Mapping) or obj.get("kind") != "CustomResourceDefinition":
+            continue
+        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+        names = spec.get("names") if isinstance(spec.get("names"), Mapping) else {}
+        if spec.get("scope") == "Cluster" and names.get("kind"):
+            found.add((str(spec.get("group") or ""), str(names["kind"])))
+    return frozenset(found)
+
+
+# --- apply --------------------------------------------------------------------------
+
+
+def _spec_part(obj: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k not in NOT_SPEC}
+
+
+def merged(incoming: Mapping[str, Any], stored: Mapping[str, Any] | None) -> Manifest:
+    """What the server stores when ``incoming`` is applied over ``stored`` (see module doc)."""
+    body: Manifest = {k: v for k, v in incoming.items() if k != "status"}
+    meta = {k: v for k, v in incoming["metadata"].items() if k not in SERVER_OWNED}
+    old_meta = (stored or {}).get("metadata") or {}
+    meta.update({k: old_meta[k] for k in SERVER_OWNED if k in old_meta})
+    generation = old_meta.get("generation")
+    if stored is None or not isinstance(generation, int):
+        meta["generation"] = 1
+    elif _spec_part(incoming) != _spec_part(stored):
+        meta["generation"] = generation + 1
+    body["metadata"] = meta
+    if stored is not None and "status" in stored:
+        body["status"] = stored["status"]
+    return body
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def dump(obj: Mapping[str, Any]) -> str:
+    """The stored text of an object: block YAML in the object's key order."""
+    return yaml.dump(dict(obj), Dumper=_Dumper, sort_keys=False, allow_unicode=True)
+
+
+def load(path: Path) -> Manifest | None:
+    """The object stored at ``path``; None when there is none (ClusterUnavailable: unreadable)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ClusterUnavailable(f"{path}: cannot read: {exc.strerror}") from exc
+    try:
+        obj = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        raise ClusterUnavailable(f"{path}: invalid YAML: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise ClusterUnavailable(f"{path}: not a YAML mapping")
+    return obj
+
+
+class DirectoryDeployer:
+    """A Deployer over a folder of YAML files (see module doc)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def path_of(self, key: ObjectKey) -> Path:
+        """Where ``key`` is stored; ValueError when a part could leave the root."""
+        namespace = key.namespace or CLUSTER_DIR
+        if key.namespace is not None and not _is_label(key.namespace):
+            raise ValueError(f"{key}: namespace {key.namespace!r} is not a DNS-1123 label")
+        if not _KIND.match(key.kind) or (key.group and not _is_subdomain(key.group)):
+            raise ValueError(f"{key}: kind or group is not valid")
+        if not _is_path_segment(key.name):
+            raise ValueError(f"{key}: name {key.name!r} cannot be a file name")
+        kind_dir = key.kind.lower() + (f".{key.group}" if key.group else "")
+        return self.root / namespace / kind_dir / f"{key.name}.yaml"
+
+    def _stored_crd_scopes(self) -> frozenset[tuple[str, str]]:
+        folder = self.root / CLUSTER_DIR / f"customresourcedefinition.{CRD_GROUP}"
+        return _crd_scopes(load(p) for p in sorted(folder.glob("*.yaml")))
+
+    def _scopes(self, objects: Sequence[Manifest]) -> frozenset[tuple[str, str]]:
+        return _crd_scopes(objects) | self._stored_crd_scopes()
+
+    def dry_run(self, objects: Sequence[Manifest]) -> None:
+        """DryRunFailed naming the first object a server would refuse."""
+        scopes = self._scopes(objects)
+        for obj in objects:
+            if problem := refusal(obj, scopes):
+                raise DryRunFailed(f"dry run refused {problem}")
+
+    def apply(self, objects: Sequence[Manifest]) -> None:
+        """Apply in order, one file each; ApplyFailed at the first refusal or I/O error."""
+        scopes = self._scopes(objects)
+        for obj in objects:
+            if problem := refusal(obj, scopes):
+                raise ApplyFailed(f"apply refused {problem}")
+            self._apply_one(obj)
+
+    def _apply_one(self, obj: Manifest) -> None:
+        try:
+            path = self.path_of(key_of(obj))
+            stored = load(path)
+        except (ValueError, ClusterUnavailable) as exc:
+            raise ApplyFailed(f"apply {_describe(obj)}: {exc}") from exc
+        new = merged(obj, stored)
+        if new == stored:
+            return
+        try:
+            _write_atomic(path, dump(new))
+        except OSError as exc:
+            raise ApplyFailed(f"apply {_describe(obj)}: cannot write {path}: {exc}") from exc
+
+    def delete(self, key: ObjectKey) -> bool:
+        """Remove the object's file; True when it is gone (also when it was never there)."""
+        try:
+            self.path_of(key).unlink(missing_ok=True)
+        except ValueError as exc:
+            raise PruneFailed(f"delete {exc}") from exc
+        except OSError as exc:
+            raise PruneFailed(f"delete {key}: {exc}") from exc
+        return True
+
+    def get(self, key: ObjectKey) -> Manifest | None:
+        """The stored object; None when absent or when ``key`` cannot name a stored file."""
+        try:
+            path = self.path_of(key)
+        except ValueError:
+            return None
+        return load(path)
+
+    def get_many(self, keys: Iterable[ObjectKey]) -> dict[ObjectKey, Manifest | None]:
+        return {key: self.get(key) for key in keys}

@@ -1,0 +1,75 @@
+"""What makes a Release due on a tick (SPEC 13). Pure: compares values the tick read.
+
+Health is remembered as a snapshot of (object, state, assessedRenderRef) per entry,
+the same comparison as ``observer.health_changed``.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from convoy_batch.models import Release, ReleaseInventory, ReleaseStatus, RolloutState
+from convoy_batch.rollout.verdict import deadline_passed, deadline_start
+
+HealthSnapshot = tuple[tuple[str, str, str | None], ...]
+
+
+def health_snapshot(inventory: ReleaseInventory) -> HealthSnapshot:
+    rows = []
+    for entry in inventory.entries:
+        health = entry.health
+        state = health.state.value if health is not None else ""
+        ref = health.assessed_render_ref if health is not None else None
+        rows.append(("/".join(entry.key.identity()), state, ref))
+    return tuple(sorted(rows, key=lambda r: r[0]))
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What the state directory remembers of the last reconcile of a Release."""
+
+    last_reconcile_at: datetime | None
+    release_blob: str | None
+    source_revision: str | None
+    health: HealthSnapshot
+
+
+def due_reasons(
+    release: Release,
+    status: ReleaseStatus,
+    memory: Memory,
+    *,
+    health: HealthSnapshot,
+    release_blob: str,
+    source_revision: str | None,
+    force_pending: bool,
+    full_resync: bool,
+    now: datetime,
+) -> Sequence[str]:
+    """Why the Release is due now (empty: not due). Items 1-4 of SPEC 13."""
+    reasons = []
+    interval = release.spec.interval
+    last = memory.last_reconcile_at
+    if full_resync:
+        reasons.append("full resync")
+    elif last is None:
+        reasons.append("never reconciled")
+    elif interval.total_seconds() > 0 and now - last >= interval:
+        reasons.append("interval")
+    rollout = status.rollout
+    if rollout is not None and rollout.state == RolloutState.PROGRESSING:
+        if health != memory.health:
+            reasons.append("health changed")
+        start = deadline_start(status, rollout.render_ref)
+        policy = release.spec.failure_policy
+        if start is not None and policy is not None and deadline_passed(
+            start, policy.progress_deadline, now
+        ):
+            reasons.append("deadline passed")
+    if force_pending:
+        reasons.append("forced sync")
+    if memory.release_blob is not None and release_blob != memory.release_blob:
+        reasons.append("release changed")
+    if memory.source_revision is not None and source_revision != memory.source_revision:
+        reasons.append("source changed")
+    return reasons

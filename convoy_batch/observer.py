@@ -1,0 +1,75 @@
+"""The observer (SPEC 11): reads each inventory object from the cluster and writes its health.
+
+I/O only through the given Deployer (one ``get_many`` per call); the health rules are
+:func:`convoy_batch.health.compute`. The observer never decides failure: it records
+what it sees, and a deployer error (e.g. ClusterUnavailable) propagates so that nothing
+is assessed and the verdict stays Pending.
+"""
+
+from datetime import datetime
+
+from convoy_batch import health
+from convoy_batch.deployers.base import Deployer, Manifest
+from convoy_batch.models import (
+    ANNOTATION_RENDER,
+    Health,
+    HealthState,
+    InventoryEntry,
+    ReleaseInventory,
+)
+
+Identity = tuple[str, str, str, str]
+
+
+def _render_ref(live: Manifest | None) -> str | None:
+    """The live object's ``convoy.dev/render`` annotation; None when absent or no object."""
+    if live is None:
+        return None
+    annotations = (live.get("metadata") or {}).get("annotations") or {}
+    ref = annotations.get(ANNOTATION_RENDER)
+    return str(ref) if ref else None
+
+
+def assess(live: Manifest | None, now: datetime) -> Health:
+    """The health record of one live object (None: not in the cluster)."""
+    state, message = health.compute(live)
+    return Health(
+        state=state,
+        assessed_render_ref=_render_ref(live),
+        message=message,
+        observed_at=now,
+    )
+
+
+def observe(inventory: ReleaseInventory, deployer: Deployer, now: datetime) -> ReleaseInventory:
+    """A new inventory whose every entry carries the health seen now; the rest is unchanged."""
+    if not inventory.entries:
+        return inventory
+    found = deployer.get_many([e.key for e in inventory.entries])
+    # Matched by identity, not by the whole key: a deployer may report another version.
+    live = {key.identity(): obj for key, obj in found.items()}
+    entries = tuple(
+        entry.model_copy(update={"health": assess(live.get(entry.key.identity()), now)})
+        for entry in inventory.entries
+    )
+    return inventory.model_copy(update={"entries": entries})
+
+
+def _seen(entry: InventoryEntry) -> tuple[HealthState | None, str | None]:
+    if entry.health is None:
+        return None, None
+    return entry.health.state, entry.health.assessed_render_ref
+
+
+def health_changed(old: ReleaseInventory, new: ReleaseInventory) -> bool:
+    """True when an entry's (state, assessedRenderRef) differs, or entries came or went."""
+    if len(old.entries) != len(new.entries):
+        return True
+    before: dict[Identity, tuple[HealthState | None, str | None]] = {
+        e.key.identity(): _seen(e) for e in old.entries
+    }
+    for entry in new.entries:
+        identity = entry.key.identity()
+        if identity not in before or before[identity] != _seen(entry):
+            return True
+    return False

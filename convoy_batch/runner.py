@@ -1,0 +1,180 @@
+"""A tick over many Releases: observe, pick the due ones, reconcile each under its lock,
+commit changed statuses, garbage-collect renders once, push once.
+
+This is the library call that the CLI and the Dagster assets both make. Does I/O.
+"""
+
+import logging
+from collections.abc import Sequence, Set
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from convoy_batch.due import Memory, due_reasons, health_snapshot
+from convoy_batch.errors import ConvoyError, InvalidRelease, UsageError
+from convoy_batch.gitops import ReleaseEntry
+from convoy_batch.models import ReleaseInventory
+from convoy_batch.observer import observe
+from convoy_batch.reconcile import Handled, pending_force_sync, reconcile, sync_handler
+from convoy_batch.rollout import Outcome
+from convoy_batch.stages.render import resolve_cluster
+from convoy_batch.store import LockBusy, TickRecord
+from convoy_batch.tick import Tick
+
+log = logging.getLogger("convoy_batch")
+
+
+@dataclass
+class TickReport:
+    handled: list[Handled] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Releases not reconciled, with why (not due, busy)."""
+    push_warning: str | None = None
+
+    @property
+    def errored(self) -> bool:
+        return any(h.outcome.is_error for h in self.handled)
+
+
+def observe_release(tick: Tick, entry: ReleaseEntry) -> ReleaseInventory | None:
+    """Refresh the health of one Release's inventory; None when it cannot be observed."""
+    release = entry.release
+    if release is None:
+        return None
+    inventory = tick.stores.inventories.load(release.name)
+    if not inventory.entries:
+        return inventory
+    try:
+        deployer = tick.deployer(resolve_cluster(tick, release))
+        observed = observe(inventory, deployer, tick.now)
+    except ConvoyError as exc:
+        log.warning("%s: not observed: %s", release.name, exc)
+        return inventory
+    if observed != inventory:
+        tick.stores.inventories.save(observed)
+    return observed
+
+
+def _memory(record: TickRecord) -> Memory:
+    return Memory(
+        last_reconcile_at=record.last_reconcile_at,
+        release_blob=record.release_blob,
+        source_revision=record.source_revision,
+        health=tuple(record.health),
+    )
+
+
+def _source_revision(tick: Tick, entry: ReleaseEntry) -> str | None:
+    if entry.release is None:
+        return None
+    try:
+        return tick.sources.fetch(entry.release).revision
+    except ConvoyError:
+        return None
+
+
+def is_due(tick: Tick, entry: ReleaseEntry, inventory: ReleaseInventory | None, full: bool) -> Sequence[str]:
+    release = entry.release
+    if release is None:
+        return ["invalid release file"]
+    status = tick.status(release.name)
+    try:
+        force = pending_force_sync(tick, release, status) is not None
+    except InvalidRelease:
+        return ["invalid force-sync annotation"]
+    return due_reasons(
+        release,
+        status,
+        _memory(tick.stores.ticks.load(release.name)),
+        health=health_snapshot(inventory or ReleaseInventory(release=release.name)),
+        release_blob=entry.blob,
+        source_revision=_source_revision(tick, entry),
+        force_pending=force,
+        full_resync=full,
+        now=tick.now,
+    )
+
+
+def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
+    """Reconcile one Release and hand the outcome to ``sync_handler``."""
+    release = entry.release
+    if release is None:
+        outcome = Outcome(None, False, InvalidRelease.reason, entry.error or "invalid")
+        empty = ReleaseInventory(release=entry.name)
+        return sync_handler(tick, entry.name, None, outcome, empty, None)
+    status = tick.status(release.name)
+    inventory = tick.stores.inventories.load(release.name)
+    try:
+        force_at = pending_force_sync(tick, release, status)
+    except InvalidRelease as exc:
+        outcome = Outcome(None, False, exc.reason, str(exc))
+        return sync_handler(tick, release.name, release, outcome, inventory, None)
+    outcome, new_inventory = reconcile(tick, release, status, inventory, force_at is not None)
+    if new_inventory != inventory:
+        tick.stores.inventories.save(new_inventory)
+    handled = sync_handler(tick, release.name, release, outcome, new_inventory, force_at)
+    tick.stores.ticks.save(
+        release.name,
+        TickRecord(
+            last_reconcile_at=tick.now,
+            release_blob=entry.blob,
+            source_revision=outcome.render.revision if outcome.render else None,
+            health=health_snapshot(new_inventory),
+        ),
+    )
+    return handled
+
+
+def select(tick: Tick, names: Sequence[str]) -> list[ReleaseEntry]:
+    releases = tick.snapshot.releases
+    unknown = [n for n in names if n not in releases]
+    if unknown:
+        raise UsageError(f"not a Release in releases/: {', '.join(unknown)}")
+    return [releases[n] for n in names] if names else [releases[n] for n in sorted(releases)]
+
+
+def run_tick(
+    repo: Path,
+    state_dir: Path,
+    now: datetime,
+    names: Sequence[str] = (),
+    *,
+    all_releases: bool = False,
+    forced: Set[str] = frozenset(),
+    observe_first: bool = True,
+) -> TickReport:
+    """One tick: named Releases are reconciled whether due or not; otherwise the due ones
+    (every one with ``all_releases``, which is also the full resync of SPEC 13)."""
+    tick = Tick.open(repo, state_dir, now, forced=forced)
+    entries = select(tick, names)
+    report = TickReport()
+    for entry in entries:
+        inventory = observe_release(tick, entry) if observe_first else None
+        if not names:
+            reasons = is_due(tick, entry, inventory, all_releases)
+            if not reasons:
+                report.skipped[entry.name] = "not due"
+                continue
+        try:
+            with tick.stores.locks.release(entry.name):
+                report.handled.append(handle_release(tick, entry))
+        except LockBusy:
+            report.skipped[entry.name] = "another reconcile holds its lock"
+    if any(h.outcome.persisted for h in report.handled):
+        tick.stores.renders.gc(referenced_renders(tick))
+    if any(h.commit for h in report.handled):
+        report.push_warning = tick.status_store.push().warning
+    return report
+
+
+def referenced_renders(tick: Tick) -> set[str]:
+    """Every renderRef a status file refers to (rollout, attempts, history)."""
+    refs: set[str] = set()
+    for status in tick.statuses.values():
+        records = [status.last_successful, status.last_healthy, *status.history]
+        refs.update(r.render_ref for r in records if r is not None)
+        if status.rollout is not None:
+            refs.add(status.rollout.render_ref)
+        if status.last_attempted is not None and status.last_attempted.render_ref:
+            refs.add(status.last_attempted.render_ref)
+    return refs

@@ -1,0 +1,1 @@
+"""The named steps of a reconcile (SPEC 4), one module each."""

@@ -1,0 +1,57 @@
+"""``stage_gates`` (SPEC 6.2): the manual sync gate, then the cluster wave gate.
+
+A gate that stops the reconcile is a value (reason and message), not an exception.
+Reads only the tick's snapshot and statuses; no I/O of its own.
+"""
+
+from dataclasses import dataclass
+
+from convoy_batch.models import Cluster, Release, SyncMode
+from convoy_batch.render import Render
+from convoy_batch.tick import Tick
+
+REASON_MANUAL = "WaitingForManualSync"
+REASON_CLUSTER_WAVE = "WaitingForClusterWave"
+
+
+@dataclass(frozen=True)
+class GateStop:
+    reason: str
+    message: str
+
+
+def manual_gate(release: Release, force_pending: bool) -> GateStop | None:
+    if release.spec.sync_policy.mode == SyncMode.MANUAL and not force_pending:
+        return GateStop(REASON_MANUAL, "syncPolicy.mode is Manual: waiting for a forced sync")
+    return None
+
+
+def cluster_wave_gate(
+    tick: Tick, release: Release, cluster: Cluster, render: Render
+) -> GateStop | None:
+    """Every Release of the same convoy on a lower-wave Cluster must be healthy at R's
+    revision."""
+    convoy = release.spec.convoy
+    if convoy is None:
+        return None
+    for name, entry in sorted(tick.snapshot.releases.items()):
+        other = entry.release
+        if other is None or name == release.name or other.spec.convoy != convoy:
+            continue
+        other_cluster = tick.snapshot.clusters.get(other.spec.cluster)
+        if other_cluster is None or other_cluster.spec.wave >= cluster.spec.wave:
+            continue
+        healthy = tick.status(name).last_healthy
+        if healthy is None or healthy.revision != render.revision:
+            return GateStop(
+                REASON_CLUSTER_WAVE,
+                f"convoy {convoy}: {name} (cluster wave {other_cluster.spec.wave}) is not yet "
+                f"healthy at revision {(render.revision or '')[:12]}",
+            )
+    return None
+
+
+def stage_gates(
+    tick: Tick, release: Release, cluster: Cluster, render: Render, force_pending: bool
+) -> GateStop | None:
+    return manual_gate(release, force_pending) or cluster_wave_gate(tick, release, cluster, render)

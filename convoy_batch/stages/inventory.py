@@ -1,0 +1,89 @@
+"""Inventory bookkeeping shared by ``stage_sync`` and ``apply_last_healthy``: record what
+was applied, and prune what left the render (SPEC 4 step 5, 12.3). I/O only through
+the deployer it is given.
+"""
+
+import logging
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+from convoy_batch.deployers.base import Deployer
+from convoy_batch.errors import ConvoyError
+from convoy_batch.models import InventoryEntry, ObjectKey, Phase, ReleaseInventory
+from convoy_batch.render import RenderedObject
+
+log = logging.getLogger("convoy_batch")
+Identity = tuple[str, str, str, str]
+
+
+def record_applied(
+    inventory: ReleaseInventory,
+    objects: Sequence[RenderedObject],
+    applied: Collection[Identity],
+    render_ref: str,
+) -> ReleaseInventory:
+    """Every object of the render gets an entry (health kept from the observer); those in
+    ``applied`` are marked applied for ``render_ref``. Entries that left the render stay
+    until their prune is confirmed."""
+    old = {e.key.identity(): e for e in inventory.entries}
+    entries = []
+    for obj in objects:
+        ident = obj.key.identity()
+        prior = old.pop(ident, None)
+        applied_ref = render_ref if ident in applied else (prior.applied_render_ref if prior else None)
+        entries.append(
+            InventoryEntry(
+                key=obj.key,
+                wave=obj.phase,
+                applied_render_ref=applied_ref,
+                prune=obj.prune,
+                health=prior.health if prior else None,
+            )
+        )
+    entries.extend(old.values())
+    return ReleaseInventory(release=inventory.release, entries=tuple(entries))
+
+
+def _wave_rank(phase: Phase) -> float:
+    if phase == "PreSync":
+        return float("-inf")
+    if phase == "PostSync":
+        return float("inf")
+    return float(phase)
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    inventory: ReleaseInventory
+    deleted: tuple[ObjectKey, ...]
+    errors: tuple[str, ...]
+
+
+def prune(
+    deployer: Deployer,
+    inventory: ReleaseInventory,
+    keep: Iterable[Identity],
+    enabled: bool,
+) -> PruneResult:
+    """Delete what the inventory holds and the render lacks, highest wave first. Objects
+    kept by ``prune: false`` or the per-object annotation leave the inventory; a delete
+    that is not confirmed stays in it, to be retried."""
+    wanted = set(keep)
+    left = [e for e in inventory.entries if e.key.identity() not in wanted]
+    remaining = [e for e in inventory.entries if e.key.identity() in wanted]
+    deleted: list[ObjectKey] = []
+    errors: list[str] = []
+    for entry in sorted(left, key=lambda e: _wave_rank(e.wave), reverse=True):
+        if not enabled or not entry.prune:
+            continue
+        try:
+            gone = deployer.delete(entry.key)
+        except ConvoyError as exc:
+            errors.append(str(exc))
+            gone = False
+        if gone:
+            deleted.append(entry.key)
+        else:
+            remaining.append(entry)
+    result = ReleaseInventory(release=inventory.release, entries=tuple(remaining))
+    return PruneResult(result, tuple(deleted), tuple(errors))

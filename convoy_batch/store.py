@@ -1,0 +1,265 @@
+"""Machine-local state under the state directory (SPEC 2): renders, inventories, locks, ticks.
+
+Does file I/O. Every write is atomic (temp file in the same folder, fsync, rename, fsync
+of the folder). Paths are built only from validated names and refs, so nothing a
+Release or a status file says can make a store read or write outside the state
+directory. Unreadable state is reported as a warning on the ``convoy_batch`` logger and
+treated as absent: a corrupt render blob is never applied.
+"""
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import filelock
+
+from convoy_batch.models import Model, ReleaseInventory, Time, parse_model
+
+log = logging.getLogger("convoy_batch")
+
+_REF = re.compile(r"^sha256:([0-9a-f]{64})$")
+_BLOB_FILE = re.compile(r"^([0-9a-f]{64})\.json$")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# Ticks, locks and status files also exist for Releases whose file is invalid, named
+# after the file (SPEC 10): any plain file name, but never a path or a dot file.
+_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
+
+
+def ref_hex(ref: str) -> str:
+    """The hex digest of a renderRef ``sha256:<hex>``; ValueError for anything else."""
+    match = _REF.match(ref) if isinstance(ref, str) else None
+    if match is None:
+        raise ValueError(f"not a renderRef (sha256:<64 hex digits>): {ref!r}")
+    return match.group(1)
+
+
+def check_release_name(name: str) -> str:
+    """A Release name as stored: a DNS-1123 label; ValueError otherwise."""
+    if not isinstance(name, str) or not _DNS1123_LABEL.match(name):
+        raise ValueError(f"not a Release name (DNS-1123 label): {name!r}")
+    return name
+
+
+def check_file_name(name: str) -> str:
+    """A name usable as one file name in a store folder (no separators, no dot files)."""
+    if not isinstance(name, str) or not _FILE_NAME.match(name):
+        raise ValueError(f"not a usable Release or file name: {name!r}")
+    return name
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically: readers see the old or the new bytes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        # mkstemp creates 0600; keep the mode of the file we replace (status files are
+        # in the user's working tree), else the usual 0644.
+        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename durable; some platforms cannot open a directory, which is fine."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _describe(path: Path, exc: Exception) -> str:
+    """One line naming the file: parse_model's messages already start with it."""
+    text = " ".join(str(exc).split())
+    return text if text.startswith(str(path)) else f"{path}: {text}"
+
+
+class RenderStore:
+    """``<state>/renders/<hex>.json``: the canonical JSON of each render, content addressed."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.root = Path(state_dir) / "renders"
+
+    def path(self, ref: str) -> Path:
+        return self.root / f"{ref_hex(ref)}.json"
+
+    def put(self, ref: str, canonical: bytes) -> None:
+        """Store ``canonical`` under ``ref``; a valid blob already there is not rewritten."""
+        if hashlib.sha256(canonical).hexdigest() != ref_hex(ref):
+            raise ValueError(f"render store: content does not hash to {ref}")
+        path = self.path(ref)
+        if self._valid(path, ref):
+            return
+        atomic_write(path, canonical)
+
+    def get(self, ref: str) -> bytes | None:
+        """The verified blob of ``ref``; None when absent or corrupt (corrupt is reported)."""
+        path = self.path(ref)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        if hashlib.sha256(data).hexdigest() == ref_hex(ref):
+            return data
+        aside = path.with_suffix(".corrupt")
+        log.warning("%s: content does not hash to %s; moved to %s, not used", path, ref, aside)
+        with contextlib.suppress(OSError):
+            os.replace(path, aside)
+        return None
+
+    def has(self, ref: str) -> bool:
+        """Whether a blob exists for ``ref`` (not verified: ``get`` verifies)."""
+        return self.path(ref).is_file()
+
+    def gc(self, keep: Iterable[str]) -> list[str]:
+        """Delete every blob whose ref is not in ``keep``; returns the removed refs, sorted."""
+        kept = set(keep)
+        removed = []
+        for ref in self._refs():
+            if ref not in kept:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path(ref))
+                removed.append(ref)
+        return sorted(removed)
+
+    def _refs(self) -> Iterator[str]:
+        try:
+            names = os.listdir(self.root)
+        except FileNotFoundError:
+            return
+        for name in names:
+            match = _BLOB_FILE.match(name)
+            if match:
+                yield f"sha256:{match.group(1)}"
+
+    @staticmethod
+    def _valid(path: Path, ref: str) -> bool:
+        try:
+            return hashlib.sha256(path.read_bytes()).hexdigest() == ref_hex(ref)
+        except FileNotFoundError:
+            return False
+
+
+class InventoryStore:
+    """``<state>/inventory/<release>.json``: the ReleaseInventory of each Release."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.root = Path(state_dir) / "inventory"
+
+    def path(self, release: str) -> Path:
+        return self.root / f"{check_release_name(release)}.json"
+
+    def load(self, release: str) -> ReleaseInventory:
+        """The stored inventory; empty when missing, or (with a warning) when unreadable."""
+        path = self.path(release)
+        empty = ReleaseInventory(release=release)
+        try:
+            inventory = parse_model(ReleaseInventory, json.loads(path.read_bytes()), str(path))
+        except FileNotFoundError:
+            return empty
+        except (OSError, ValueError) as exc:  # JSONDecodeError and parse_model's are ValueErrors
+            log.warning("unreadable inventory, treated as empty: %s", _describe(path, exc))
+            return empty
+        if inventory.release != release:
+            log.warning("%s: release: holds %r, treated as empty", path, inventory.release)
+            return empty
+        return inventory
+
+    def save(self, inventory: ReleaseInventory) -> None:
+        data = inventory.model_dump(mode="json", by_alias=True)
+        atomic_write(self.path(inventory.release), _json_bytes(data))
+
+
+def _json_bytes(data: object) -> bytes:
+    return (json.dumps(data, indent=1, ensure_ascii=False) + "\n").encode()
+
+
+class LockBusy(Exception):
+    """Another process holds the lock."""
+
+
+class Locks:
+    """``<state>/locks/``: cross-process file locks, one per Release and one for the repo."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.root = Path(state_dir) / "locks"
+
+    @contextlib.contextmanager
+    def release(self, name: str, timeout: float = 0) -> Iterator[None]:
+        """Hold the lock of Release ``name``; LockBusy when it stays held for ``timeout``."""
+        with self._hold(f"release-{check_file_name(name)}.lock", timeout):
+            yield
+
+    @contextlib.contextmanager
+    def repo(self, timeout: float = 60) -> Iterator[None]:
+        """Hold the lock that serialises commits and pushes to the GitOps repository."""
+        with self._hold("repo.lock", timeout):
+            yield
+
+    @contextlib.contextmanager
+    def _hold(self, file_name: str, timeout: float) -> Iterator[None]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        lock = filelock.FileLock(self.root / file_name)
+        try:
+            lock.acquire(timeout=timeout)
+        except filelock.Timeout:
+            raise LockBusy(f"{self.root / file_name}: held by another process") from None
+        try:
+            yield
+        finally:
+            lock.release()
+
+
+class TickRecord(Model):
+    """What the wake-ups of SPEC 13 remember of a Release's last reconcile."""
+
+    last_reconcile_at: Time | None = None
+    release_blob: str | None = None
+    """Blob SHA of the Release file at the last reconcile."""
+    source_revision: str | None = None
+    """Source revision seen at the last reconcile."""
+    health: tuple[tuple[str, str, str | None], ...] = ()
+    """(object identity, state, assessedRenderRef) of each inventory entry then."""
+
+
+class TickStore:
+    """``<state>/ticks/<release>.json``: one TickRecord per Release."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.root = Path(state_dir) / "ticks"
+
+    def path(self, release: str) -> Path:
+        return self.root / f"{check_file_name(release)}.json"
+
+    def load(self, release: str) -> TickRecord:
+        """The stored record; defaults when missing, or (with a warning) when unreadable."""
+        path = self.path(release)
+        try:
+            return parse_model(TickRecord, json.loads(path.read_bytes()), str(path))
+        except FileNotFoundError:
+            return TickRecord()
+        except (OSError, ValueError) as exc:
+            log.warning("unreadable tick record, ignored: %s", _describe(path, exc))
+            return TickRecord()
+
+    def save(self, release: str, record: TickRecord) -> None:
+        atomic_write(self.path(release), _json_bytes(record.dump()))

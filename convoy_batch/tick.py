@@ -1,0 +1,113 @@
+"""One tick's context: everything read once per tick and shared by every Release.
+
+Opens the GitOps repository, reads its snapshot and every status file once, and
+hands out the stores and one deployer per Cluster. Does I/O (through the stores).
+"""
+
+import logging
+import os
+from collections.abc import Set
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from convoy_batch.deployers.base import Deployer
+from convoy_batch.deployers.directory import DirectoryDeployer
+from convoy_batch.errors import ClusterUnavailable
+from convoy_batch.gitops import GitOpsRepo, GitOpsSnapshot
+from convoy_batch.models import Cluster, ReleaseStatus
+from convoy_batch.source import SourceResolver
+from convoy_batch.status_store import StatusStore
+from convoy_batch.store import InventoryStore, Locks, RenderStore, TickStore
+
+log = logging.getLogger("convoy_batch")
+
+
+def default_state_dir(repo: Path) -> Path:
+    """``$CONVOY_STATE``, else ``<repo>/.convoy`` (added to ``.git/info/exclude``)."""
+    env = os.environ.get("CONVOY_STATE")
+    if env:
+        return Path(env)
+    exclude = repo / ".git" / "info" / "exclude"
+    if exclude.parent.is_dir():
+        text = exclude.read_text() if exclude.exists() else ""
+        if ".convoy/" not in text.splitlines():
+            with exclude.open("a") as f:
+                f.write(("" if text.endswith("\n") or not text else "\n") + ".convoy/\n")
+    return repo / ".convoy"
+
+
+@dataclass
+class Stores:
+    """The machine-local stores under one state directory."""
+
+    state_dir: Path
+    renders: RenderStore
+    inventories: InventoryStore
+    ticks: TickStore
+    locks: Locks
+
+    @classmethod
+    def open(cls, state_dir: Path) -> "Stores":
+        state_dir.mkdir(parents=True, exist_ok=True)
+        return cls(
+            state_dir=state_dir,
+            renders=RenderStore(state_dir),
+            inventories=InventoryStore(state_dir),
+            ticks=TickStore(state_dir),
+            locks=Locks(state_dir),
+        )
+
+
+def make_deployer(cluster: Cluster, state_dir: Path) -> Deployer:
+    """The deployer a Cluster asks for; no target means a directory cluster (SPEC 1)."""
+    spec = cluster.spec
+    if spec.kubernetes is not None:
+        raise ClusterUnavailable(
+            f"clusters/{cluster.name}.yaml: spec.kubernetes: the Kubernetes deployer is not "
+            "available in this version"
+        )
+    path = Path(spec.directory.path) if spec.directory else Path("clusters") / cluster.name
+    return DirectoryDeployer(path if path.is_absolute() else state_dir / path)
+
+
+@dataclass
+class Tick:
+    """What one tick reads once: the clock, the repository, statuses, stores."""
+
+    now: datetime
+    repo: GitOpsRepo
+    stores: Stores
+    snapshot: GitOpsSnapshot
+    statuses: dict[str, ReleaseStatus]
+    status_store: StatusStore
+    sources: SourceResolver
+    forced: Set[str] = frozenset()
+    deployers: dict[str, Deployer] = field(default_factory=dict)
+
+    @classmethod
+    def open(
+        cls, repo_path: Path, state_dir: Path, now: datetime, forced: Set[str] = frozenset()
+    ) -> "Tick":
+        repo = GitOpsRepo(repo_path)
+        stores = Stores.open(state_dir)
+        status_store = StatusStore(repo.repo, stores.locks)
+        return cls(
+            now=now,
+            repo=repo,
+            stores=stores,
+            snapshot=repo.snapshot(),
+            statuses=status_store.load_all(),
+            status_store=status_store,
+            sources=SourceResolver(repo, state_dir),
+            forced=forced,
+        )
+
+    def status(self, name: str) -> ReleaseStatus:
+        return self.statuses.get(name) or ReleaseStatus()
+
+    def deployer(self, cluster: Cluster) -> Deployer:
+        """One deployer per Cluster per tick (so per-tick caches such as discovery hold)."""
+        if cluster.name not in self.deployers:
+            self.deployers[cluster.name] = make_deployer(cluster, self.stores.state_dir)
+        return self.deployers[cluster.name]
