@@ -62,8 +62,10 @@ def due_reasons(
             reasons.append("health changed")
         start = deadline_start(status, rollout.render_ref)
         policy = release.spec.failure_policy
-        if start is not None and policy is not None and deadline_passed(
-            start, policy.progress_deadline, now
+        if (
+            start is not None
+            and policy is not None
+            and deadline_passed(start, policy.progress_deadline, now)
         ):
             reasons.append("deadline passed")
     if force_pending:

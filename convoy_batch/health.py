@@ -163,7 +163,7 @@ def _replicaset(obj: Mapping[str, Any]) -> Result:
 def _job(obj: Mapping[str, Any]) -> Result:
     conditions = _conditions(obj)
     if _is(conditions.get("Failed"), "True"):
-        reason = conditions["Failed"].get("reason") or "Failed condition is True"
+        reason = str(conditions["Failed"].get("reason") or "Failed condition is True")
         return HealthState.FAILED, f"Job: failed ({reason})"
     if _is(conditions.get("Complete"), "True"):
         return HealthState.CURRENT, "Job: complete"
@@ -246,7 +246,9 @@ def _generation_lag(obj: Mapping[str, Any], kind: str) -> Result | None:
 def _by_conditions(obj: Mapping[str, Any], kind: str) -> Result | None:
     conditions = _conditions(obj)
     if _is(conditions.get("Stalled"), "True"):
-        return HealthState.FAILED, f"{kind}: stalled: {conditions['Stalled'].get('message', '')}"
+        stalled = conditions["Stalled"]
+        why = " ".join(str(stalled.get("message") or stalled.get("reason") or "").split())
+        return HealthState.FAILED, f"{kind}: stalled ({why or 'no reason given'})"
     if _is(conditions.get("Reconciling"), "True"):
         return HealthState.IN_PROGRESS, f"{kind}: reconciling"
     readiness = [(t, conditions.get(t)) for t in ("Ready", "Available")]

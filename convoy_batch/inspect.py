@@ -74,7 +74,11 @@ def plan_release(repo: Path, state: Path, now: datetime, name: str) -> tuple[dic
         force = pending_force_sync(tick, release, status) is not None
         gate = stage_gates(tick, release, rendered.cluster, rendered.render, force)
     except ConvoyError as exc:
-        return {"name": name, "error": str(exc), "reason": exc.reason}, f"{name}: {exc.reason}: {exc}"
+        return {
+            "name": name,
+            "error": str(exc),
+            "reason": exc.reason,
+        }, f"{name}: {exc.reason}: {exc}"
     before = status.rollout.state.value if status.rollout else "none"
     after = plan.rollout.state.value if plan.rollout else "none"
     reason = plan.rollout.reason if plan.rollout else ""

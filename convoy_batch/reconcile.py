@@ -56,7 +56,9 @@ def pending_force_sync(tick: Tick, release: Release, status: ReleaseStatus) -> d
     return at if handled is None or at > handled else None
 
 
-def _plan(tick: Tick, release: Release, status: ReleaseStatus, ref: str, inv: ReleaseInventory) -> Plan:
+def _plan(
+    tick: Tick, release: Release, status: ReleaseStatus, ref: str, inv: ReleaseInventory
+) -> Plan:
     if release.spec.pin is not None:
         return pinned_plan()
     return plan_rollout(release.spec, status, ref, inv.entries, tick.now)
@@ -111,7 +113,11 @@ class Handled:
 
 
 def attempt_healthy(
-    release: Release | None, status: ReleaseStatus, outcome: Outcome, inv: ReleaseInventory, now: datetime
+    release: Release | None,
+    status: ReleaseStatus,
+    outcome: Outcome,
+    inv: ReleaseInventory,
+    now: datetime,
 ) -> bool:
     if release is None or outcome.render is None:
         return False

@@ -73,7 +73,9 @@ def _source_revision(tick: Tick, entry: ReleaseEntry) -> str | None:
         return None
 
 
-def is_due(tick: Tick, entry: ReleaseEntry, inventory: ReleaseInventory | None, full: bool) -> Sequence[str]:
+def is_due(
+    tick: Tick, entry: ReleaseEntry, inventory: ReleaseInventory | None, full: bool
+) -> Sequence[str]:
     release = entry.release
     if release is None:
         return ["invalid release file"]

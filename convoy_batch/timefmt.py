@@ -91,4 +91,5 @@ def parse_time(value: str | datetime) -> datetime:
 
 def format_time(dt: datetime) -> str:
     """Print a time as RFC 3339 UTC with ``Z``, to the second."""
-    return parse_time(dt).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # isoformat, not strftime("%Y"): glibc does not zero-pad years before 1000.
+    return parse_time(dt).replace(tzinfo=None).isoformat(timespec="seconds") + "Z"

@@ -38,7 +38,9 @@ def main() -> int:
     print("\nstatus:")
     cli([*base, "status"])
     print("\ngit log -- status/:")
-    subprocess.run(["git", "-C", str(repo), "log", "--format=%h %an: %s", "--", "status/"], check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "log", "--format=%h %an: %s", "--", "status/"], check=True
+    )
     return code
 
 

@@ -4,7 +4,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import pytest
-from rollout_builders import (
+
+from convoy_batch.models import (
+    InventoryEntry,
+    ReleaseSpec,
+    ReleaseStatus,
+    RenderRecord,
+    RollbackMode,
+)
+from convoy_batch.models import RolloutState as S
+from convoy_batch.rollout import Action, pinned_plan, plan_rollout, rollback_eligible
+from convoy_batch.rollout.plan import ROWS, PlanInput, render_verdict
+from tests.rollout_builders import (
     CURRENT,
     FAILED,
     IN_PROGRESS,
@@ -19,17 +30,6 @@ from rollout_builders import (
     status,
     wave,
 )
-
-from convoy_batch.models import (
-    InventoryEntry,
-    ReleaseSpec,
-    ReleaseStatus,
-    RenderRecord,
-    RollbackMode,
-)
-from convoy_batch.models import RolloutState as S
-from convoy_batch.rollout import Action, pinned_plan, plan_rollout, rollback_eligible
-from convoy_batch.rollout.plan import ROWS, PlanInput, render_verdict
 
 HEALTHY_INVENTORY = (entry("web"), entry("db"))
 FAILED_INVENTORY = (entry("web", FAILED), entry("db"))

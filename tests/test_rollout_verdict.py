@@ -4,7 +4,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import pytest
-from rollout_builders import (
+
+from convoy_batch.models import InventoryEntry
+from convoy_batch.models import RolloutState as S
+from convoy_batch.rollout import Verdict, deadline_start, render_verdict, verdict
+from convoy_batch.rollout.verdict import CAUSE_DEADLINE, CAUSE_UNHEALTHY
+from tests.rollout_builders import (
     CURRENT,
     FAILED,
     IN_PROGRESS,
@@ -18,11 +23,6 @@ from rollout_builders import (
     status,
     wave,
 )
-
-from convoy_batch.models import InventoryEntry
-from convoy_batch.models import RolloutState as S
-from convoy_batch.rollout import Verdict, deadline_start, render_verdict, verdict
-from convoy_batch.rollout.verdict import CAUSE_DEADLINE, CAUSE_UNHEALTHY
 
 DEADLINE = timedelta(minutes=10)
 START = at(0)

@@ -4,7 +4,21 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import pytest
-from rollout_builders import (
+
+from convoy_batch.models import (
+    HealthStrategy,
+    InventoryEntry,
+    Phase,
+    ReleaseSpec,
+    ReleaseStatus,
+    RollbackMode,
+    Rollout,
+    RolloutState,
+)
+from convoy_batch.models import RolloutState as S
+from convoy_batch.rollout import GateKind, plan_waves, wave_health_gate
+from convoy_batch.rollout.waves import REASON_WAITING, REASON_WAVE_TIMEOUT, WavePlan
+from tests.rollout_builders import (
     CURRENT,
     FAILED,
     IN_PROGRESS,
@@ -20,21 +34,9 @@ from rollout_builders import (
     wave,
 )
 
-from convoy_batch.models import (
-    HealthStrategy,
-    InventoryEntry,
-    Phase,
-    ReleaseSpec,
-    ReleaseStatus,
-    RollbackMode,
-    Rollout,
-    RolloutState,
-)
-from convoy_batch.models import RolloutState as S
-from convoy_batch.rollout import GateKind, plan_waves, wave_health_gate
-from convoy_batch.rollout.waves import REASON_WAITING, REASON_WAVE_TIMEOUT, WavePlan
-
 HEALTHY = HealthStrategy.HEALTHY
+NOW = at(1)
+ByPhase = dict[Phase, tuple[InventoryEntry, ...]]
 LAST_HEALTHY = record(R_HEALTHY)
 PROGRESSING = status(rollout(S.PROGRESSING, R, at(-2)))
 ELIGIBLE = status(rollout(S.PROGRESSING, R, at(-2)), last_healthy=LAST_HEALTHY)
@@ -163,8 +165,8 @@ def waves_plan(
     prior: ReleaseStatus,
     *,
     strategy: HealthStrategy = HEALTHY,
-    entries: dict[Phase, tuple[InventoryEntry, ...]] | None = None,
-    now: datetime = at(1),
+    entries: ByPhase | None = None,
+    now: datetime = NOW,
 ) -> WavePlan:
     return plan_waves(
         phases,
@@ -208,7 +210,7 @@ def test_strategy_healthy_starts_the_next_wave_once_the_previous_is_current() ->
 
 def test_once_every_wave_started_each_tick_reapplies_all_without_waiting() -> None:
     prior = status(rollout(S.PROGRESSING), waves=(wave(0, at(0)), wave(1, at(2))))
-    drifted = {0: (entry("web", FAILED),), 1: (entry("db", IN_PROGRESS, phase=1),)}
+    drifted: ByPhase = {0: (entry("web", FAILED),), 1: (entry("db", IN_PROGRESS, phase=1),)}
     plan = waves_plan((0, 1), prior, entries=drifted, now=at(60))
 
     assert (plan.apply, plan.gate) == ((0, 1), None)
@@ -235,7 +237,7 @@ def test_pre_sync_gates_the_first_wave_even_with_strategy_none() -> None:
 
 def test_a_complete_pre_sync_hook_opens_all_waves_and_is_not_reapplied() -> None:
     prior = status(rollout(S.PROGRESSING), waves=(wave("PreSync", at(0)),))
-    hooks_done = {"PreSync": (entry("migrate", phase="PreSync"),)}
+    hooks_done: ByPhase = {"PreSync": (entry("migrate", phase="PreSync"),)}
     plan = waves_plan(
         ("PreSync", 0, 1), prior, strategy=HealthStrategy.NONE, entries=hooks_done, now=at(2)
     )
@@ -246,7 +248,7 @@ def test_a_complete_pre_sync_hook_opens_all_waves_and_is_not_reapplied() -> None
 
 def test_a_pre_sync_hook_times_out_from_its_own_waves_entry() -> None:
     prior = status(rollout(S.PROGRESSING), waves=(wave("PreSync", at(0)),))
-    stuck = {"PreSync": (entry("migrate", IN_PROGRESS, phase="PreSync"),)}
+    stuck: ByPhase = {"PreSync": (entry("migrate", IN_PROGRESS, phase="PreSync"),)}
     plan = waves_plan(
         ("PreSync", 0), prior, strategy=HealthStrategy.NONE, entries=stuck, now=TIMED_OUT
     )
@@ -301,3 +303,23 @@ def test_a_wave_timeout_stop_keeps_the_started_waves_but_not_later_ones() -> Non
     assert plan.gate is not None and plan.gate.rollout is not None
     assert (plan.gate.kind, plan.gate.reason) == (GateKind.STOP, REASON_WAVE_TIMEOUT)
     assert plan.gate.rollout.state == S.FAILED
+
+
+def test_an_empty_previous_wave_is_unknown_not_healthy() -> None:
+    assert gate(spec(), PROGRESSING, previous=(), now=at(1)).kind == GateKind.HOLD
+    assert gate(spec(), PROGRESSING, previous=()).state == S.FAILED
+
+
+def test_a_wave_timeout_message_names_the_wave_the_object_and_the_timeout() -> None:
+    decision = wave_health_gate(
+        1,
+        SLOW_WAVE,
+        at(0),
+        spec=spec(),
+        status=PROGRESSING,
+        render_ref=R,
+        pinned=False,
+        now=TIMED_OUT,
+    )
+
+    assert decision.message == "wave 1 not healthy within 5m: Deployment.apps web/web"

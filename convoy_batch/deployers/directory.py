@@ -53,7 +53,12 @@ class _Loader(yaml.CSafeLoader):
     """The C loader, keeping timestamps as the strings they were written as (as kubectl)."""
 
 
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_str)
+def _timestamp_as_text(loader: _Loader, node: yaml.Node) -> str:
+    assert isinstance(node, yaml.ScalarNode)  # the timestamp tag is only ever resolved on scalars
+    return str(loader.construct_scalar(node))
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
 
 
 class _Dumper(yaml.CSafeDumper):
@@ -91,11 +96,15 @@ def _name_problem(kind: str, name: str) -> str | None:
     return None if ok else f"metadata.name {name!r} is not {rule}"
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def _describe(obj: Any) -> str:
     """Names an object even when its identity fields are missing or wrong."""
     if not isinstance(obj, Mapping):
         return "object (not a mapping)"
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    meta = _mapping(obj.get("metadata"))
     group = group_of(str(obj.get("apiVersion") or ""))
     kind = str(obj.get("kind") or "?") + (f".{group}" if group else "")
     where = f"{meta['namespace']}/" if meta.get("namespace") else ""
@@ -158,8 +167,8 @@ def _crd_scopes(objects: Iterable[Any]) -> frozenset[tuple[str, str]]:
     for obj in objects:
         if not isinstance(obj, Mapping) or obj.get("kind") != "CustomResourceDefinition":
             continue
-        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-        names = spec.get("names") if isinstance(spec.get("names"), Mapping) else {}
+        spec = _mapping(obj.get("spec"))
+        names = _mapping(spec.get("names"))
         if spec.get("scope") == "Cluster" and names.get("kind"):
             found.add((str(spec.get("group") or ""), str(names["kind"])))
     return frozenset(found)

@@ -22,6 +22,7 @@ from convoy_batch.models import (
 )
 from convoy_batch.rollout.plan import rollback_eligible
 from convoy_batch.rollout.verdict import entries_healthy, is_current_for
+from convoy_batch.timefmt import format_duration
 
 REASON_WAITING = "WaitingForWaveHealth"
 REASON_WAVE_TIMEOUT = "WaveTimeout"
@@ -75,16 +76,16 @@ def wave_health_gate(
     """Proceed when the previous phase is Current for R; hold until its timeout; then
     the SPEC 7 table: no failurePolicy or a pin -> stop; rollback_eligible -> RolledBack;
     otherwise -> Failed (both with ``priorRolloutStartedAt`` and reason WaveTimeout)."""
-    if entries_healthy(previous, render_ref):
+    # Every phase of R has objects, so an empty one is unknown, not vacuously healthy.
+    if previous and entries_healthy(previous, render_ref):
         return GateDecision(GateKind.PROCEED)
     waiting = [e for e in previous if not is_current_for(e, render_ref)]
+    what = str(waiting[0].key) if waiting else "no objects in the inventory"
     label = phase_label(previous_phase)
     timeout: timedelta = spec.sync_policy.waves.timeout
     if now - previous_started_at <= timeout:
-        return GateDecision(
-            GateKind.HOLD, None, REASON_WAITING, f"waiting for {label}: {waiting[0].key}"
-        )
-    message = f"{label} not healthy within {timeout}: {waiting[0].key}"
+        return GateDecision(GateKind.HOLD, None, REASON_WAITING, f"waiting for {label}: {what}")
+    message = f"{label} not healthy within {format_duration(timeout)}: {what}"
     if spec.failure_policy is None or pinned:
         return GateDecision(GateKind.STOP, None, REASON_WAVE_TIMEOUT, message)
     prior = status.rollout
@@ -134,6 +135,25 @@ def plan_waves(
     strategy = spec.sync_policy.waves.health_strategy
     waves = [w for w in status.waves if w.render_ref == render_ref]
     started = {w.wave: w.started_at for w in waves}
+    earlier = set(started)
+
+    def gate(previous: Phase) -> GateDecision:
+        if previous not in earlier:
+            # Applied in this very pass: the observer cannot have assessed it for R yet,
+            # whatever stale entries the caller passed.
+            return _hold_just_applied(previous)
+        entries = entries_by_phase.get(previous, ())
+        return wave_health_gate(
+            previous,
+            entries,
+            started[previous],
+            spec=spec,
+            status=status,
+            render_ref=render_ref,
+            pinned=pinned,
+            now=now,
+        )
+
     apply: list[Phase] = []
     for index, phase in enumerate(phases):
         if phase in started:
@@ -142,16 +162,7 @@ def plan_waves(
             continue
         previous = phases[index - 1] if index > 0 else None
         if previous is not None and (previous == PRE_SYNC or strategy == HealthStrategy.HEALTHY):
-            decision = wave_health_gate(
-                previous,
-                entries_by_phase.get(previous, ()),
-                started[previous],
-                spec=spec,
-                status=status,
-                render_ref=render_ref,
-                pinned=pinned,
-                now=now,
-            )
+            decision = gate(previous)
             if decision.kind != GateKind.PROCEED:
                 kept = () if decision.kind == GateKind.ROLL_BACK else tuple(apply)
                 return WavePlan(kept, tuple(waves), decision)
@@ -159,3 +170,8 @@ def plan_waves(
         started[phase] = now
         waves.append(WaveStatus(wave=phase, render_ref=render_ref, started_at=now))
     return WavePlan(tuple(apply), tuple(waves), None)
+
+
+def _hold_just_applied(previous: Phase) -> GateDecision:
+    message = f"waiting for {phase_label(previous)}: just applied"
+    return GateDecision(GateKind.HOLD, None, REASON_WAITING, message)

@@ -30,7 +30,9 @@ def record_applied(
     for obj in objects:
         ident = obj.key.identity()
         prior = old.pop(ident, None)
-        applied_ref = render_ref if ident in applied else (prior.applied_render_ref if prior else None)
+        applied_ref = (
+            render_ref if ident in applied else (prior.applied_render_ref if prior else None)
+        )
         entries.append(
             InventoryEntry(
                 key=obj.key,

@@ -56,5 +56,7 @@ def apply_last_healthy(
     rendered = RenderId(ref=render.ref, revision=healthy.revision)
     if pruned.errors:
         log.warning("%s: rollback prune failed: %s", release.name, pruned.errors[0])
-        return LastHealthyResult(False, None, pruned.inventory, f"rollback failed: {pruned.errors[0]}")
+        return LastHealthyResult(
+            False, None, pruned.inventory, f"rollback failed: {pruned.errors[0]}"
+        )
     return LastHealthyResult(True, rendered, pruned.inventory, "")

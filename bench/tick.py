@@ -1,0 +1,154 @@
+"""Benchmark: one tick over N Releases on a directory cluster (default 1000 x 5 objects).
+
+Prints wall time and peak memory of a first tick, a steady-state tick that reconciles
+every Release (``--all``, nothing changed) and a steady-state tick of due Releases only,
+next to a baseline measured in the same run: parsing the same manifests with PyYAML's C
+loader. Each phase runs in a forked child so its peak RSS is its own.
+
+    python bench/tick.py [--releases N] [--keep DIR]
+"""
+
+import argparse
+import multiprocessing as mp
+import resource
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+import yaml
+
+from convoy_batch.runner import run_tick
+from convoy_batch.timefmt import parse_time
+
+T0 = parse_time("2026-11-29T12:00:00Z")
+
+OBJECTS = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ${release}}
+spec:
+  replicas: ${replicas}
+  selector: {matchLabels: {app: ${release}}}
+  template:
+    metadata: {labels: {app: ${release}}}
+    spec:
+      containers:
+        - name: app
+          image: example/${release}:1.0
+          ports: [{containerPort: 8080, protocol: TCP}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: ${release}}
+spec:
+  selector: {app: ${release}}
+  ports: [{port: 80, targetPort: 8080, protocol: TCP}]
+"""
+CONFIGMAP = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: ${release}-config-INDEX}
+data: {env: ${env}, index: "INDEX", release: ${release}}
+"""
+
+
+def build_repo(root: Path, releases: int) -> list[str]:
+    """A GitOps repository with N Releases of 5 objects; returns the manifest texts."""
+    texts: list[str] = []
+    (root / "clusters").mkdir(parents=True)
+    (root / "clusters" / "bench.yaml").write_text(
+        "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\nmetadata: {name: bench}\n"
+        "spec: {vars: {env: bench}}\n"
+    )
+    (root / "releases").mkdir()
+    for i in range(releases):
+        name = f"app-{i:04d}"
+        app = root / "apps" / name
+        app.mkdir(parents=True)
+        files = {"workload.yaml": OBJECTS}
+        files.update({f"config-{n}.yaml": CONFIGMAP.replace("INDEX", str(n)) for n in range(3)})
+        for file, text in files.items():
+            (app / file).write_text(text)
+            texts.append(
+                text.replace("${release}", name)
+                .replace("${env}", "bench")
+                .replace("${replicas}", "2")
+            )
+        (root / "releases" / f"{name}.yaml").write_text(
+            "apiVersion: convoy.dev/v1alpha1\nkind: Release\n"
+            f"metadata: {{name: {name}}}\n"
+            f"spec:\n  cluster: bench\n  namespace: {name}\n  source: {{path: apps/{name}}}\n"
+            "  vars: {replicas: '2'}\n"
+            "  failurePolicy: {progressDeadline: 10m}\n"
+        )
+    git = ["git", "-C", str(root)]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "config", "user.name", "bench"], check=True)
+    subprocess.run([*git, "config", "user.email", "bench@localhost"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "bench"], check=True)
+    return texts
+
+
+def _child(fn: Callable[[], object], queue: "mp.Queue[tuple[float, int, str]]") -> None:
+    start = time.perf_counter()
+    detail = str(fn())
+    wall = time.perf_counter() - start
+    queue.put((wall, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, detail))
+
+
+def measure(fn: Callable[[], object]) -> tuple[float, int, str]:
+    """Wall seconds, peak RSS (KiB) and a detail string of ``fn`` run in a forked child."""
+    ctx = mp.get_context("fork")
+    queue: mp.Queue[tuple[float, int, str]] = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(fn, queue))
+    proc.start()
+    result = queue.get()
+    proc.join()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--releases", type=int, default=1000)
+    parser.add_argument("--keep", type=Path, default=None, help="build the repository here")
+    args = parser.parse_args()
+    work = args.keep or Path(tempfile.mkdtemp(prefix="convoy-bench-"))
+    repo, state = work / "repo", work / "state"
+    texts = build_repo(repo, args.releases)
+    n = args.releases
+
+    def baseline() -> int:
+        return sum(1 for t in texts for _ in yaml.load_all(t, Loader=yaml.CSafeLoader))
+
+    def tick(minutes: int, all_releases: bool) -> Callable[[], object]:
+        def run() -> str:
+            now = T0 + timedelta(minutes=minutes)
+            report = run_tick(repo, state, now, all_releases=all_releases)
+            errors = sum(1 for h in report.handled if h.outcome.is_error)
+            commits = sum(1 for h in report.handled if h.commit)
+            return f"reconciled={len(report.handled)} errors={errors} commits={commits}"
+
+        return run
+
+    phases = [
+        ("baseline: parse manifests (CSafeLoader)", baseline),
+        ("first tick", tick(0, False)),
+        ("steady tick, every Release (--all)", tick(1, True)),
+        ("steady tick, due Releases only", tick(2, False)),
+    ]
+    base = None
+    print(f"{n} Releases x 5 objects ({len(texts)} manifest files), directory cluster")
+    print(f"{'phase':<42} {'wall s':>8} {'ms/Release':>11} {'x base':>7} {'peak MiB':>9}  detail")
+    for label, fn in phases:
+        wall, rss, detail = measure(fn)
+        base = base or wall
+        per = 1000 * wall / n
+        print(f"{label:<42} {wall:8.2f} {per:11.2f} {wall / base:7.1f} {rss / 1024:9.0f}  {detail}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""The GitOps repository (SPEC 1): Releases and Clusters read from the checked-out
+branch's HEAD commit, never from the working tree. Does I/O (reads git objects).
+
+A broken file never stops the others: each Release file gives a :class:`ReleaseEntry`
+holding either the Release or a one-line error naming the file and the field.
+"""
+
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
+from typing import Any, TypeVar
+
+import git
+from pydantic import TypeAdapter, ValidationError
+
+from convoy_batch.errors import UsageError
+from convoy_batch.models import Cluster, Model, Name, Release, parse_model
+from convoy_batch.render import load_documents
+
+RELEASES_DIR = "releases"
+CLUSTERS_DIR = "clusters"
+SUFFIXES = (".yaml", ".yml")
+_NAME = TypeAdapter(Name)
+M = TypeVar("M", bound=Model)
+
+
+@dataclass(frozen=True)
+class ReleaseEntry:
+    name: str
+    """metadata.name when it is a valid name, else the file's stem (see :func:`_claim`)."""
+    path: str
+    """Repo-relative posix path, e.g. ``releases/web.yaml``."""
+    blob: str
+    """Git blob SHA of the file: a changed Release file wakes the Release up."""
+    release: Release | None
+    error: str | None
+    """One line naming the file and the field; exactly one of release and error is set."""
+
+
+@dataclass(frozen=True)
+class GitOpsSnapshot:
+    commit: str
+    branch: str | None
+    """The checked-out branch; None when HEAD is detached."""
+    releases: dict[str, ReleaseEntry]
+    clusters: dict[str, Cluster]
+    cluster_errors: dict[str, str]
+    """Cluster name (or file stem) -> one-line error."""
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """One object file: its model, or the error that stopped it."""
+
+    name: str
+    path: str
+    blob: str
+    model: Any
+    error: str | None
+
+
+class GitOpsRepo:
+    """A GitOps repository on disk; :meth:`snapshot` reads its committed objects."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        try:
+            self.repo = git.Repo(self.path)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            raise UsageError(f"{self.path}: not a git repository") from None
+        if not self.repo.head.is_valid():
+            raise UsageError(f"{self.path}: the repository has no commit yet")
+
+    def snapshot(self) -> GitOpsSnapshot:
+        """Releases and Clusters of the HEAD commit, in one pass over its tree."""
+        head = self.repo.head
+        commit = head.commit
+        releases: dict[str, ReleaseEntry] = {}
+        for item in _claim(_load_dir(commit.tree, RELEASES_DIR, Release)):
+            releases[item.name] = ReleaseEntry(
+                item.name, item.path, item.blob, item.model, item.error
+            )
+        clusters: dict[str, Cluster] = {}
+        cluster_errors: dict[str, str] = {}
+        for item in _claim(_load_dir(commit.tree, CLUSTERS_DIR, Cluster)):
+            if item.error is None:
+                clusters[item.name] = item.model
+            else:
+                cluster_errors[item.name] = item.error
+        branch = None if head.is_detached else head.reference.name
+        return GitOpsSnapshot(commit.hexsha, branch, releases, clusters, cluster_errors)
+
+
+def _load_dir(tree: git.Tree, directory: str, model: type[M]) -> list[_Loaded]:
+    """Every ``<directory>/*.yaml|yml`` blob of ``tree`` (not recursive), sorted by path."""
+    try:
+        folder = tree / directory
+    except KeyError:
+        return []
+    if folder.type != "tree":
+        return []
+    blobs = [b for b in folder.blobs if b.name.endswith(SUFFIXES)]
+    return [_load_file(blob, model) for blob in sorted(blobs, key=lambda b: str(b.path))]
+
+
+def _load_file(blob: git.Blob, model: type[M]) -> _Loaded:
+    path = str(blob.path)
+    stem = PurePosixPath(path).stem
+    if blob.mode == blob.link_mode:
+        return _Loaded(stem, path, blob.hexsha, None, f"{path}: a symlink, not a file")
+    try:
+        data = _single_document(blob.data_stream.read(), path)
+    except ValueError as exc:
+        return _Loaded(stem, path, blob.hexsha, None, str(exc))
+    name = _readable_name(data) or stem
+    try:
+        parsed = parse_model(model, data, path)
+    except ValueError as exc:
+        return _Loaded(name, path, blob.hexsha, None, str(exc))
+    if parsed.metadata.name != stem:  # type: ignore[attr-defined]
+        error = f"{path}: metadata.name: {name!r} does not match the file name {stem!r}"
+        return _Loaded(name, path, blob.hexsha, None, error)
+    return _Loaded(name, path, blob.hexsha, parsed, None)
+
+
+def _single_document(raw: bytes, path: str) -> Any:
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text") from None
+    docs = load_documents(text, path)
+    if not docs:
+        raise ValueError(f"{path}: empty file")
+    if len(docs) > 1:
+        raise ValueError(f"{path}: holds {len(docs)} documents; one object per file")
+    if not isinstance(docs[0], dict):
+        raise ValueError(f"{path}: not a mapping")
+    return docs[0]
+
+
+def _readable_name(data: dict[str, Any]) -> str | None:
+    """metadata.name when it is a DNS-1123 label: only such a name may name a status file."""
+    meta = data.get("metadata")
+    if not isinstance(meta, dict):
+        return None
+    try:
+        return _NAME.validate_python(meta.get("name"))
+    except ValidationError:
+        return None
+
+
+def _claim(items: list[_Loaded]) -> list[_Loaded]:
+    """Give each file a distinct name (decided): valid files claim their name first, in
+    path order; a later file claiming a taken name becomes an error and is keyed by its
+    file name (``web.yml``), which is distinct within the directory."""
+    taken: dict[str, str] = {}
+    result = []
+    for item in sorted(items, key=lambda i: (i.error is not None, i.path)):
+        if item.name in taken:
+            error = item.error or (
+                f"{item.path}: metadata.name: {item.name!r} is already defined by "
+                f"{taken[item.name]}"
+            )
+            item = replace(item, name=PurePosixPath(item.path).name, model=None, error=error)
+        taken[item.name] = item.path
+        result.append(item)
+    return sorted(result, key=lambda i: i.path)

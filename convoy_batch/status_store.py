@@ -1,0 +1,480 @@
+"""``status/<name>.yaml`` in the GitOps repository (SPEC 10): read, write, commit, push.
+
+Does git and file I/O. Statuses are read from the HEAD commit (never the working tree),
+all files in one pass over the tree. A status is written with ruamel.yaml round-trip
+so that an existing file keeps its comments and key order; it is committed alone,
+built from HEAD's tree in a temporary index, so nothing the user staged or changed is
+ever committed or lost. Pushing rebases the local commits onto a remote that moved,
+with plumbing only (no checkout of a foreign state); status files conflict only with
+themselves and our newer status wins.
+"""
+
+import contextlib
+import io
+import logging
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import git
+import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import CommentMark
+from ruamel.yaml.error import YAMLError as RuamelError
+from ruamel.yaml.representer import RoundTripRepresenter
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString
+from ruamel.yaml.tokens import CommentToken
+
+from convoy_batch.models import ReleaseStatus, parse_model
+from convoy_batch.store import Locks, atomic_write, check_file_name
+
+log = logging.getLogger("convoy_batch")
+
+STATUS_DIR = "status"
+BOT_NAME = "convoy-batch"
+BOT_EMAIL = "convoy-batch@localhost"
+_BOT_ENV = {
+    "GIT_AUTHOR_NAME": BOT_NAME,
+    "GIT_AUTHOR_EMAIL": BOT_EMAIL,
+    "GIT_COMMITTER_NAME": BOT_NAME,
+    "GIT_COMMITTER_EMAIL": BOT_EMAIL,
+}
+_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+_COMMIT_TRIES = 3
+
+
+class GitError(Exception):
+    """A git command failed; the message is one line."""
+
+
+class _HeadMoved(GitError):
+    """The branch moved between reading HEAD and updating it."""
+
+
+@dataclass(frozen=True)
+class PushResult:
+    pushed: bool
+    attempts: int
+    warning: str | None
+
+
+# --- Reading: PyYAML's C parser with the YAML 1.2 core scalars that ruamel writes ------
+
+
+class _StatusLoader(yaml.CSafeLoader):
+    """YAML 1.2 core schema (ruamel leaves ``no`` or ``1:20`` unquoted), at C speed."""
+
+
+_StatusLoader.yaml_implicit_resolvers = {}
+for _tag, _pattern, _first in (
+    ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", list("tTfF")),
+    ("int", r"^[-+]?[0-9]+$", list("-+0123456789")),
+):
+    _StatusLoader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern), _first)
+_StatusLoader.add_constructor("tag:yaml.org,2002:int", lambda _, node: int(node.value))
+
+
+def parse_status(text: bytes | str, source: str) -> ReleaseStatus:
+    """Parse a status file; ValueError with one line naming ``source`` and the field."""
+    try:
+        data = yaml.load(text, Loader=_StatusLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or exc
+        raise ValueError(f"{source}: not valid YAML: {where}{problem}") from None
+    return ReleaseStatus() if data is None else parse_model(ReleaseStatus, data, source)
+
+
+# --- Writing: ruamel round trip, updated in place ---------------------------------------
+
+
+class _StatusRepresenter(RoundTripRepresenter):
+    """Writes ``null`` for unset keys (ruamel's default leaves the value empty)."""
+
+
+_StatusRepresenter.add_representer(
+    type(None), lambda rep, _: rep.represent_scalar("tag:yaml.org,2002:null", "null")
+)
+
+
+def _rt_yaml() -> YAML:
+    rt = YAML(typ="rt")
+    rt.Representer = _StatusRepresenter
+    rt.preserve_quotes = True
+    rt.width = 4096  # a long message stays on one line
+    rt.indent(mapping=2, sequence=4, offset=2)
+    return rt
+
+
+def render_status(old_text: str | None, status: ReleaseStatus) -> str:
+    """The text of ``status``: ``old_text`` updated in place when it is a YAML mapping."""
+    rt = _rt_yaml()
+    new = status.dump_status()
+    try:
+        doc = rt.load(old_text) if old_text is not None else None
+    except RuamelError:
+        doc = None
+    doc = _merge(doc, new) if isinstance(doc, CommentedMap) else _fresh(new)
+    out = io.StringIO()
+    rt.dump(doc, out)
+    return out.getvalue()
+
+
+def _fresh(value: Any) -> Any:
+    """A new node; times become double-quoted strings (SPEC 1: quoted YAML strings)."""
+    if isinstance(value, Mapping):
+        return CommentedMap((k, _fresh(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return CommentedSeq(_fresh(v) for v in value)
+    if isinstance(value, str) and _TIME.match(value):
+        return DoubleQuotedScalarString(value)
+    return value
+
+
+def _merge(node: Any, new: Any) -> Any:
+    """``new`` written into ``node``, reusing nodes (and so their comments) where possible."""
+    if isinstance(new, Mapping) and isinstance(node, CommentedMap):
+        for key in [k for k in node if k not in new]:
+            del node[key]
+        for key, value in new.items():
+            if key in node:
+                _merge_entry(node, key, value)
+            else:
+                node.insert(_insert_at(node, list(new), key), key, _fresh(value))
+        return node
+    if isinstance(new, list) and isinstance(node, CommentedSeq) and node and new:
+        del node[len(new) :]
+        for i, value in enumerate(new):
+            if i < len(node):
+                _merge_entry(node, i, value)
+            else:
+                node.append(_fresh(value))
+        return node
+    return node if _same_scalar(node, new) else _fresh(new)
+
+
+def _merge_entry(parent: Any, key: Any, value: Any) -> None:
+    # ruamel keeps the comment lines below an entry on the deepest last node of its
+    # value: lift them off and put them back after the merge, so they stay below it.
+    tail = _take_tail(parent, key)
+    parent[key] = _merge(parent[key], value)
+    if tail is not None:
+        _put_tail(parent, key, tail)
+
+
+def _last(node: Any) -> Any:
+    """The key or index of a collection's last entry; None for a scalar or empty one."""
+    if isinstance(node, CommentedMap | CommentedSeq) and node:
+        return list(node)[-1] if isinstance(node, CommentedMap) else len(node) - 1
+    return None
+
+
+def _take_tail(parent: Any, key: Any) -> str | None:
+    """Detach the full comment lines that follow ``parent[key]`` (its inline comment stays)."""
+    last = _last(parent[key])
+    if last is not None:
+        return _take_tail(parent[key], last)
+    entry, slot = parent.ca.items.get(key), 2 if isinstance(parent, CommentedMap) else 0
+    token = entry[slot] if entry else None
+    if token is None or "\n" not in token.value.rstrip("\n"):
+        return None
+    inline, _, rest = token.value.partition("\n")
+    entry[slot] = CommentToken(inline + "\n", CommentMark(token.column)) if inline else None
+    return str(rest)
+
+
+def _put_tail(parent: Any, key: Any, tail: str) -> None:
+    value, last = parent[key], _last(parent[key])
+    if last is not None:
+        _put_tail(value, last, tail)
+    elif isinstance(value, CommentedMap | CommentedSeq):
+        # Below an empty ``[]`` ruamel would print it between the key and the value.
+        keys = list(parent) if isinstance(parent, CommentedMap) else []
+        following = keys[keys.index(key) + 1 :] if key in keys else []
+        if following:
+            entry = parent.ca.items.setdefault(following[0], [None] * 4)
+            entry[1] = [CommentToken(tail, CommentMark(0)), *(entry[1] or [])]
+    else:
+        entry = parent.ca.items.setdefault(key, [None] * 4)
+        slot = 2 if isinstance(parent, CommentedMap) else 0
+        inline = entry[slot].value.rstrip("\n") if entry[slot] is not None else ""
+        entry[slot] = CommentToken(f"{inline}\n{tail}", CommentMark(0))
+
+
+def _insert_at(node: CommentedMap, order: list[str], key: str) -> int:
+    """Right after the nearest key that precedes ``key`` in the SPEC order."""
+    before = [k for k in order[: order.index(key)] if k in node]
+    return list(node).index(before[-1]) + 1 if before else 0
+
+
+def _same_scalar(old: Any, new: Any) -> bool:
+    if isinstance(new, Mapping | list) or isinstance(old, Mapping | list):
+        return False
+    if isinstance(new, str) and _TIME.match(new) and not isinstance(old, DoubleQuotedScalarString):
+        return False  # a time is always written double-quoted
+    # A string read back is a ruamel str subclass that remembers its quotes: keep it.
+    same_type = type(old) is type(new) or (isinstance(new, str) and isinstance(old, str))
+    return same_type and old == new
+
+
+# --- The store ----------------------------------------------------------------------------
+
+
+class StatusStore:
+    """Status files of the GitOps repository ``repo``: load from HEAD, commit, push."""
+
+    def __init__(self, repo: git.Repo, locks: Locks, *, push_attempts: int = 3) -> None:
+        self.repo = repo
+        self.locks = locks
+        self.push_attempts = max(1, push_attempts)
+
+    # reading
+
+    def load_all(self) -> dict[str, ReleaseStatus]:
+        """Every ``status/*.yaml`` of HEAD; an invalid file is a warning and an empty status."""
+        folder = self._head_entry(STATUS_DIR, "tree")
+        if folder is None:
+            return {}
+        return {
+            blob.name.removesuffix(".yaml"): _parse_or_warn(blob.data_stream.read(), blob.path)
+            for blob in folder.blobs
+            if blob.name.endswith(".yaml")
+        }
+
+    def load(self, name: str) -> ReleaseStatus:
+        """The status of ``name`` at HEAD; empty when there is none or it is invalid."""
+        text = self._head_text(name)
+        return ReleaseStatus() if text is None else _parse_or_warn(text, _path(name))
+
+    def render_text(self, name: str, status: ReleaseStatus) -> str:
+        """The file text for ``status``: HEAD's file updated in place, else a new document."""
+        return render_status(self._head_text(name), status)
+
+    # committing
+
+    def commit(self, name: str, status: ReleaseStatus, message: str) -> str | None:
+        """Commit ``status/<name>.yaml`` alone; the commit SHA, or None when unchanged."""
+        with self.locks.repo():
+            # A user committing at the same moment moves HEAD under us: build again on it.
+            for _ in range(_COMMIT_TRIES - 1):
+                with contextlib.suppress(_HeadMoved):
+                    return self._commit_once(name, status, message)
+            return self._commit_once(name, status, message)
+
+    def _commit_once(self, name: str, status: ReleaseStatus, message: str) -> str | None:
+        path = _path(name)
+        head = self._rev("HEAD")
+        old_text = self._head_text(name)
+        text = render_status(old_text, status)
+        if text == old_text:
+            return None
+        blob, commit = self._commit_tree(head, path, text.encode(), message)
+        try:
+            self._git("update-ref", "-m", f"{BOT_NAME}: {message}", "HEAD", commit, head or "")
+        except GitError as exc:
+            if self._rev("HEAD") != head:
+                raise _HeadMoved(str(exc)) from None
+            raise
+        self._sync_worktree(path, text.encode(), blob)
+        return commit
+
+    def _commit_tree(
+        self, head: str | None, path: str, data: bytes, message: str
+    ) -> tuple[str, str]:
+        """(blob, commit): HEAD's tree with only ``path`` replaced, built in a temp index."""
+        blob = self._git("hash-object", "-w", "--stdin", input=data)
+        with _temp_index(self.repo.git_dir) as env:
+            if head is not None:
+                self._git("read-tree", head, env=env)
+            self._git("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
+            tree = self._git("write-tree", env=env)
+        parents = ["-p", head] if head else []
+        commit = self._git(
+            "commit-tree", "--no-gpg-sign", tree, *parents, "-m", message, env=_BOT_ENV
+        )
+        return blob, commit
+
+    def _sync_worktree(self, path: str, data: bytes, blob: str) -> None:
+        """Make the working-tree file and the index entry match the commit (git status clean)."""
+        work_tree = self.repo.working_tree_dir
+        if work_tree is None:  # a bare repository has only the commit
+            return
+        try:
+            atomic_write(Path(work_tree) / path, data)
+            self._git("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
+        except (OSError, GitError) as exc:
+            log.warning("%s: committed, but the working tree was not updated: %s", path, exc)
+
+    # pushing
+
+    def push(self) -> PushResult:
+        """Push the branch; a rejected push is fetched, rebased and retried (never raises)."""
+        target = self._push_target()
+        if target is None:
+            return PushResult(pushed=False, attempts=0, warning=None)
+        remote, branch = target
+        with self.locks.repo():
+            for attempt in range(1, self.push_attempts + 1):
+                error = self._try_push(remote, branch)
+                if error is None:
+                    return PushResult(pushed=True, attempts=attempt, warning=None)
+                if attempt == self.push_attempts:
+                    break
+                try:
+                    self._integrate(remote, branch)
+                except GitError as exc:
+                    error = str(exc)
+                    break
+        warning = f"push to {remote} {branch} failed ({error}); the commits stay local"
+        return PushResult(pushed=False, attempts=attempt, warning=warning)
+
+    def _push_target(self) -> tuple[str, str] | None:
+        """(remote, remote branch): the branch's upstream, else ``origin`` and the same name."""
+        if self.repo.head.is_detached:
+            return None
+        branch = self.repo.active_branch
+        tracking = branch.tracking_branch()
+        if tracking is not None and tracking.remote_name != ".":
+            return tracking.remote_name, tracking.remote_head
+        if "origin" in [r.name for r in self.repo.remotes]:
+            return "origin", branch.name
+        return None
+
+    def _try_push(self, remote: str, branch: str) -> str | None:
+        try:
+            self._git("push", remote, f"HEAD:refs/heads/{branch}")
+        except GitError as exc:
+            return str(exc)
+        return None
+
+    def _integrate(self, remote: str, branch: str) -> None:
+        """Fetch the remote branch and rebase the local commits onto it."""
+        tracking = f"refs/remotes/{remote}/{branch}"
+        self._git("fetch", "--no-tags", remote, f"+refs/heads/{branch}:{tracking}")
+        upstream = self._git("rev-parse", "--verify", f"{tracking}^{{commit}}")
+        head = self._git("rev-parse", "--verify", "HEAD")
+        new_head = upstream
+        commits = self._git(
+            "rev-list", "--reverse", "--topo-order", "--no-merges", f"{upstream}..{head}"
+        )
+        for commit in commits.split():
+            new_head = self._pick(commit, new_head)
+        if new_head != head:
+            self._move_head(head, new_head)
+
+    def _pick(self, commit: str, onto: str) -> str:
+        """Replay ``commit`` onto ``onto`` (three-way, in a temp index); status: ours wins."""
+        parents = self._git("rev-list", "--parents", "-n", "1", commit).split()[1:]
+        if parents == [onto]:
+            return commit  # already on top of ``onto``: keep it as it is
+        base = parents[0] if parents else self._git("mktree", input=b"")
+        with _temp_index(self.repo.git_dir) as env:
+            self._git("read-tree", "-m", "--aggressive", base, onto, commit, env=env)
+            self._resolve_conflicts(env)
+            tree = self._git("write-tree", env=env)
+        fields = self._git("show", "-s", "--date=raw", "--format=%an%n%ae%n%ad%n%cn%n%ce", commit)
+        keys = ("AUTHOR_NAME", "AUTHOR_EMAIL", "AUTHOR_DATE", "COMMITTER_NAME", "COMMITTER_EMAIL")
+        ident = {f"GIT_{k}": v for k, v in zip(keys, fields.split("\n"), strict=True)}
+        message = self._git("show", "-s", "--format=%B", commit, strip=False)
+        return self._git(
+            "commit-tree", "--no-gpg-sign", tree, "-p", onto, input=message.encode(), env=ident
+        )
+
+    def _resolve_conflicts(self, env: dict[str, str]) -> None:
+        """Status paths take the replayed commit's side (stage 3); others cannot be merged."""
+        stages: dict[str, dict[int, tuple[str, str]]] = {}
+        for line in filter(
+            None, self._git("ls-files", "-u", "-z", env=env, strip=False).split("\0")
+        ):
+            info, path = line.split("\t", 1)
+            mode, sha, stage = info.split()
+            stages.setdefault(path, {})[int(stage)] = (mode, sha)
+        for path, entries in stages.items():
+            if not path.startswith(f"{STATUS_DIR}/"):
+                raise GitError(f"{path}: changed both locally and on the remote")
+            if 3 in entries:
+                mode, sha = entries[3]
+                self._git("update-index", "--cacheinfo", f"{mode},{sha},{path}", env=env)
+            else:
+                self._git("update-index", "--force-remove", "--", path, env=env)
+
+    def _move_head(self, old: str, new: str) -> None:
+        """Move the branch to ``new``, carrying the user's uncommitted changes like a checkout."""
+        if not self.repo.bare:
+            self._git("update-index", "-q", "--refresh", check=False)
+            self._git("read-tree", "-m", "-u", old, new)
+        self._git("update-ref", "-m", f"{BOT_NAME}: rebase onto the remote", "HEAD", new, old)
+
+    # git plumbing
+
+    def _head_entry(self, path: str, kind: str) -> Any:
+        """The tree or blob at ``path`` in HEAD's tree; None when HEAD or the entry is absent."""
+        try:
+            entry = self.repo.head.commit.tree / path
+        except (ValueError, KeyError):  # ValueError: an unborn branch, no commit yet
+            return None
+        return entry if entry.type == kind else None
+
+    def _head_text(self, name: str) -> str | None:
+        blob = self._head_entry(_path(name), "blob")
+        return blob.data_stream.read().decode(errors="replace") if blob is not None else None
+
+    def _rev(self, rev: str) -> str | None:
+        try:
+            return self._git("rev-parse", "--verify", "-q", f"{rev}^{{commit}}")
+        except GitError:
+            return None
+
+    def _git(
+        self,
+        *args: str,
+        input: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        check: bool = True,
+        strip: bool = True,
+    ) -> str:
+        """Run git on this repository; GitError (one line) when it fails and ``check``."""
+        full_env = {k: v for k, v in os.environ.items() if k != "GIT_INDEX_FILE"}
+        full_env.update(GIT_DIR=str(self.repo.git_dir), GIT_TERMINAL_PROMPT="0")
+        if self.repo.working_tree_dir:
+            full_env["GIT_WORK_TREE"] = str(self.repo.working_tree_dir)
+        full_env.update(env or {})
+        proc = subprocess.run(
+            ["git", *args], input=input, env=full_env, capture_output=True, check=False,
+            cwd=self.repo.working_tree_dir or self.repo.git_dir,
+        )  # fmt: skip
+        if check and proc.returncode != 0:
+            lines = proc.stderr.decode(errors="replace").splitlines()
+            # git's hints are advice for a person at a terminal, not part of the error.
+            detail = " ".join(" ".join(ln.split()) for ln in lines if not ln.startswith("hint:"))
+            detail = detail or f"exit {proc.returncode}"
+            raise GitError(f"git {args[0]}: {detail}")
+        out = proc.stdout.decode(errors="replace")
+        return out.strip() if strip else out
+
+
+@contextlib.contextmanager
+def _temp_index(git_dir: "str | os.PathLike[str]") -> Iterator[dict[str, str]]:
+    """A throwaway index file (``GIT_INDEX_FILE``) next to the repository's own."""
+    with tempfile.TemporaryDirectory(dir=git_dir, prefix="convoy-batch-index-") as tmp:
+        yield {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+
+
+def _path(name: str) -> str:
+    return f"{STATUS_DIR}/{check_file_name(name)}.yaml"
+
+
+def _parse_or_warn(text: bytes | str, source: str) -> ReleaseStatus:
+    try:
+        return parse_status(text, source)
+    except ValueError as exc:
+        log.warning("%s; treated as an empty status", exc)
+        return ReleaseStatus()

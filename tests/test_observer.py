@@ -1,0 +1,190 @@
+"""The observer (SPEC 11) over a real directory cluster, and ``health_changed``."""
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convoy_batch.deployers.base import key_of
+from convoy_batch.deployers.directory import DirectoryDeployer
+from convoy_batch.errors import ClusterUnavailable
+from convoy_batch.models import (
+    ANNOTATION_RENDER,
+    Health,
+    HealthState,
+    InventoryEntry,
+    ObjectKey,
+    ReleaseInventory,
+)
+from convoy_batch.observer import health_changed, observe
+from tests.fakes import FailingDeployer, deployment_status_ready, set_status
+
+NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
+EARLIER = datetime(2026, 11, 29, 11, 0, 0, tzinfo=UTC)
+R1 = "sha256:" + "1" * 64
+R2 = "sha256:" + "2" * 64
+
+
+def deployment(name: str, render_ref: str | None = R1) -> dict[str, Any]:
+    annotations = {ANNOTATION_RENDER: render_ref} if render_ref else {}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "web", "annotations": annotations},
+        "spec": {"replicas": 2},
+    }
+
+
+def inventory_of(*keys: ObjectKey, health: Health | None = None) -> ReleaseInventory:
+    entries = tuple(
+        InventoryEntry(key=k, wave=i, applied_render_ref=R1, health=health)
+        for i, k in enumerate(keys)
+    )
+    return ReleaseInventory(release="web", entries=entries)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> DirectoryDeployer:
+    return DirectoryDeployer(tmp_path / "cluster")
+
+
+def test_observer_writes_health_with_the_render_ref_of_the_live_object(
+    cluster: DirectoryDeployer,
+) -> None:
+    cluster.apply([deployment("web", R2)])
+    key = key_of(deployment("web"))
+    set_status(cluster.root, key, deployment_status_ready(2))
+
+    (entry,) = observe(inventory_of(key), cluster, NOW).entries
+
+    assert entry.health == Health(
+        state=HealthState.CURRENT,
+        assessed_render_ref=R2,
+        message="Deployment: 2 of 2 replicas available",
+        observed_at=NOW,
+    )
+
+
+def test_observer_marks_a_missing_object_not_found_without_a_render_ref(
+    cluster: DirectoryDeployer,
+) -> None:
+    key = key_of(deployment("gone"))
+    (entry,) = observe(inventory_of(key), cluster, NOW).entries
+    assert entry.health is not None
+    assert (entry.health.state, entry.health.assessed_render_ref) == (HealthState.NOT_FOUND, None)
+    assert entry.health.observed_at == NOW
+
+
+def test_observer_gives_no_render_ref_for_an_object_without_the_annotation(
+    cluster: DirectoryDeployer,
+) -> None:
+    cluster.apply([deployment("web", None)])
+    (entry,) = observe(inventory_of(key_of(deployment("web"))), cluster, NOW).entries
+    assert entry.health is not None
+    assert entry.health.state == HealthState.IN_PROGRESS
+    assert entry.health.assessed_render_ref is None
+
+
+def test_observer_returns_a_new_inventory_and_keeps_everything_but_health(
+    cluster: DirectoryDeployer,
+) -> None:
+    cluster.apply([deployment("web"), deployment("api")])
+    old_health = Health(state=HealthState.FAILED, assessed_render_ref=R2, observed_at=EARLIER)
+    before = inventory_of(key_of(deployment("web")), key_of(deployment("api")), health=old_health)
+    snapshot = before.model_dump()
+
+    after = observe(before, cluster, NOW)
+
+    assert before.model_dump() == snapshot
+    assert [e.model_copy(update={"health": None}) for e in after.entries] == [
+        e.model_copy(update={"health": None}) for e in before.entries
+    ]
+    assert after.release == before.release
+    assert all(e.health is not None and e.health.observed_at == NOW for e in after.entries)
+
+
+def test_observer_matches_live_objects_by_identity_not_api_version(
+    cluster: DirectoryDeployer,
+) -> None:
+    cluster.apply([deployment("web")])
+    key = key_of(deployment("web")).model_copy(update={"api_version": "apps/v1beta2"})
+    (entry,) = observe(inventory_of(key), cluster, NOW).entries
+    assert entry.health is not None
+    assert entry.health.assessed_render_ref == R1
+
+
+def test_observer_reads_all_objects_in_one_call_and_not_for_an_empty_inventory(
+    cluster: DirectoryDeployer,
+) -> None:
+    fake = FailingDeployer(cluster)
+    fake.unavailable = True
+    empty = ReleaseInventory(release="web")
+    assert observe(empty, fake, NOW) == empty
+    with pytest.raises(ClusterUnavailable):
+        observe(inventory_of(key_of(deployment("web"))), fake, NOW)
+
+
+def health(state: HealthState, ref: str | None = R1, at: datetime = NOW) -> Health:
+    return Health(state=state, assessed_render_ref=ref, message=str(state), observed_at=at)
+
+
+WEB = key_of(deployment("web"))
+API = key_of(deployment("api"))
+CURRENT = health(HealthState.CURRENT)
+HEALTH_CHANGES: dict[str, tuple[ReleaseInventory, ReleaseInventory, bool]] = {
+    "state-change": (
+        inventory_of(WEB, health=health(HealthState.IN_PROGRESS)),
+        inventory_of(WEB, health=CURRENT),
+        True,
+    ),
+    "render-ref-change": (
+        inventory_of(WEB, health=health(HealthState.CURRENT, R2)),
+        inventory_of(WEB, health=CURRENT),
+        True,
+    ),
+    "first-assessment": (inventory_of(WEB), inventory_of(WEB, health=CURRENT), True),
+    "entry-added": (
+        inventory_of(WEB, health=CURRENT),
+        inventory_of(WEB, API, health=CURRENT),
+        True,
+    ),
+    "entry-removed": (
+        inventory_of(WEB, API, health=CURRENT),
+        inventory_of(WEB, health=CURRENT),
+        True,
+    ),
+    "entry-replaced": (inventory_of(WEB, health=CURRENT), inventory_of(API, health=CURRENT), True),
+    "no-change": (
+        inventory_of(WEB, API, health=CURRENT),
+        inventory_of(WEB, API, health=CURRENT),
+        False,
+    ),
+    "only-time-and-message-change": (
+        inventory_of(
+            WEB,
+            health=Health(
+                state=HealthState.CURRENT,
+                assessed_render_ref=R1,
+                message="old",
+                observed_at=EARLIER,
+            ),
+        ),
+        inventory_of(WEB, health=CURRENT),
+        False,
+    ),
+    "entry-order-does-not-matter": (
+        inventory_of(WEB, API, health=CURRENT),
+        inventory_of(API, WEB, health=CURRENT),
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "changed"), HEALTH_CHANGES.values(), ids=HEALTH_CHANGES.keys()
+)
+def test_health_changed_compares_state_and_render_ref_per_object(
+    old: ReleaseInventory, new: ReleaseInventory, changed: bool
+) -> None:
+    assert health_changed(old, new) is changed
