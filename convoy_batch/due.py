@@ -39,14 +39,15 @@ def due_reasons(
     status: ReleaseStatus,
     memory: Memory,
     *,
-    health: HealthSnapshot,
+    health: HealthSnapshot | None,
     release_blob: str,
     source_revision: str | None,
     force_pending: bool,
     full_resync: bool,
     now: datetime,
 ) -> Sequence[str]:
-    """Why the Release is due now (empty: not due). Items 1-4 of SPEC 13."""
+    """Why the Release is due now (empty: not due). Items 1-4 of SPEC 13; item 2 only
+    when ``health`` (this tick's observation) is given."""
     reasons = []
     interval = release.spec.interval
     last = memory.last_reconcile_at
@@ -58,7 +59,7 @@ def due_reasons(
         reasons.append("interval")
     rollout = status.rollout
     if rollout is not None and rollout.state == RolloutState.PROGRESSING:
-        if health != memory.health:
+        if health is not None and health != memory.health:
             reasons.append("health changed")
         start = deadline_start(status, rollout.render_ref)
         policy = release.spec.failure_policy

@@ -15,6 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 from convoy_batch.errors import UsageError
 from convoy_batch.models import Cluster, Model, Name, Release, parse_model
 from convoy_batch.render import load_documents
+from convoy_batch.store import ParseCache
 
 RELEASES_DIR = "releases"
 CLUSTERS_DIR = "clusters"
@@ -70,18 +71,19 @@ class GitOpsRepo:
         if not self.repo.head.is_valid():
             raise UsageError(f"{self.path}: the repository has no commit yet")
 
-    def snapshot(self) -> GitOpsSnapshot:
-        """Releases and Clusters of the HEAD commit, in one pass over its tree."""
+    def snapshot(self, cache: ParseCache | None = None) -> GitOpsSnapshot:
+        """Releases and Clusters of the HEAD commit, in one pass over its tree. With
+        ``cache``, a file whose blob was parsed before is not read again."""
         head = self.repo.head
         commit = head.commit
         releases: dict[str, ReleaseEntry] = {}
-        for item in _claim(_load_dir(commit.tree, RELEASES_DIR, Release)):
+        for item in _claim(_load_dir(commit.tree, RELEASES_DIR, Release, cache)):
             releases[item.name] = ReleaseEntry(
                 item.name, item.path, item.blob, item.model, item.error
             )
         clusters: dict[str, Cluster] = {}
         cluster_errors: dict[str, str] = {}
-        for item in _claim(_load_dir(commit.tree, CLUSTERS_DIR, Cluster)):
+        for item in _claim(_load_dir(commit.tree, CLUSTERS_DIR, Cluster, cache)):
             if item.error is None:
                 clusters[item.name] = item.model
             else:
@@ -90,7 +92,9 @@ class GitOpsRepo:
         return GitOpsSnapshot(commit.hexsha, branch, releases, clusters, cluster_errors)
 
 
-def _load_dir(tree: git.Tree, directory: str, model: type[M]) -> list[_Loaded]:
+def _load_dir(
+    tree: git.Tree, directory: str, model: type[M], cache: ParseCache | None
+) -> list[_Loaded]:
     """Every ``<directory>/*.yaml|yml`` blob of ``tree`` (not recursive), sorted by path."""
     try:
         folder = tree / directory
@@ -99,16 +103,28 @@ def _load_dir(tree: git.Tree, directory: str, model: type[M]) -> list[_Loaded]:
     if folder.type != "tree":
         return []
     blobs = [b for b in folder.blobs if b.name.endswith(SUFFIXES)]
-    return [_load_file(blob, model) for blob in sorted(blobs, key=lambda b: str(b.path))]
+    return [_load_file(blob, model, cache) for blob in sorted(blobs, key=lambda b: str(b.path))]
 
 
-def _load_file(blob: git.Blob, model: type[M]) -> _Loaded:
+def _document(blob: git.Blob, cache: ParseCache | None) -> Any:
+    """The one YAML document of ``blob`` (ValueError, one line), parsed once per blob."""
+    path = str(blob.path)
+    cached = cache.get(path, blob.hexsha) if cache is not None else None
+    if cached is not None:
+        return cached
+    data = _single_document(blob.data_stream.read(), path)
+    if cache is not None:
+        cache.put(path, blob.hexsha, data)
+    return data
+
+
+def _load_file(blob: git.Blob, model: type[M], cache: ParseCache | None) -> _Loaded:
     path = str(blob.path)
     stem = PurePosixPath(path).stem
     if blob.mode == blob.link_mode:
         return _Loaded(stem, path, blob.hexsha, None, f"{path}: a symlink, not a file")
     try:
-        data = _single_document(blob.data_stream.read(), path)
+        data = _document(blob, cache)
     except ValueError as exc:
         return _Loaded(stem, path, blob.hexsha, None, str(exc))
     name = _readable_name(data) or stem

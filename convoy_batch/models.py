@@ -159,16 +159,31 @@ class KubernetesTarget(Model):
     context: str | None = None
 
 
+class SimulatedController(Model):
+    """Opt-in, directory clusters only: plays the Deployment controller, which nothing
+    plays there otherwise (see :mod:`convoy_batch.deployers.simulated`)."""
+
+    ready_after: Duration = timedelta(seconds=20)
+    """A newly applied Deployment generation reports all replicas available this long
+    after it was applied."""
+    fail_after: Duration = timedelta(seconds=20)
+    """A generation whose pod template is annotated ``convoy.dev/simulate: fail`` reports
+    ``ProgressDeadlineExceeded`` (health Failed) this long after it was applied."""
+
+
 class ClusterSpec(Model):
     wave: int = 0
     vars: dict[str, VarValue] = Field(default_factory=dict)
     directory: DirectoryTarget | None = None
     kubernetes: KubernetesTarget | None = None
+    simulate: SimulatedController | None = None
 
     @model_validator(mode="after")
     def _one_target(self) -> "ClusterSpec":
         if self.directory is not None and self.kubernetes is not None:
             raise ValueError("at most one of directory and kubernetes may be set")
+        if self.simulate is not None and self.kubernetes is not None:
+            raise ValueError("simulate is for directory clusters only, not with kubernetes")
         return self
 
 

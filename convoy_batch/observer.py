@@ -49,10 +49,21 @@ def observe(inventory: ReleaseInventory, deployer: Deployer, now: datetime) -> R
     # Matched by identity, not by the whole key: a deployer may report another version.
     live = {key.identity(): obj for key, obj in found.items()}
     entries = tuple(
-        entry.model_copy(update={"health": assess(live.get(entry.key.identity()), now)})
+        _with_health(entry, assess(live.get(entry.key.identity()), now))
         for entry in inventory.entries
     )
+    if entries == inventory.entries:
+        return inventory
     return inventory.model_copy(update={"entries": entries})
+
+
+def _with_health(entry: InventoryEntry, health: Health) -> InventoryEntry:
+    """``observedAt`` is when this health was first seen: an unchanged health keeps its
+    time, so a quiet tick leaves the inventory (and its file) as it was."""
+    old = entry.health
+    if old is not None and old.model_copy(update={"observed_at": health.observed_at}) == health:
+        return entry
+    return entry.model_copy(update={"health": health})
 
 
 def _seen(entry: InventoryEntry) -> tuple[HealthState | None, str | None]:

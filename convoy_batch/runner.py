@@ -13,7 +13,7 @@ from pathlib import Path
 from convoy_batch.due import Memory, due_reasons, health_snapshot
 from convoy_batch.errors import ConvoyError, InvalidRelease, UsageError
 from convoy_batch.gitops import ReleaseEntry
-from convoy_batch.models import ReleaseInventory
+from convoy_batch.models import ReleaseInventory, RolloutState
 from convoy_batch.observer import observe
 from convoy_batch.reconcile import Handled, pending_force_sync, reconcile, sync_handler
 from convoy_batch.rollout import Outcome
@@ -41,7 +41,7 @@ def observe_release(tick: Tick, entry: ReleaseEntry) -> ReleaseInventory | None:
     release = entry.release
     if release is None:
         return None
-    inventory = tick.stores.inventories.load(release.name)
+    inventory = tick.inventory(release.name)
     if not inventory.entries:
         return inventory
     try:
@@ -51,7 +51,7 @@ def observe_release(tick: Tick, entry: ReleaseEntry) -> ReleaseInventory | None:
         log.warning("%s: not observed: %s", release.name, exc)
         return inventory
     if observed != inventory:
-        tick.stores.inventories.save(observed)
+        tick.save_inventory(observed)
     return observed
 
 
@@ -68,7 +68,7 @@ def _source_revision(tick: Tick, entry: ReleaseEntry) -> str | None:
     if entry.release is None:
         return None
     try:
-        return tick.sources.fetch(entry.release).revision
+        return tick.sources.listing(entry.release).revision
     except ConvoyError:
         return None
 
@@ -87,8 +87,8 @@ def is_due(
     return due_reasons(
         release,
         status,
-        _memory(tick.stores.ticks.load(release.name)),
-        health=health_snapshot(inventory or ReleaseInventory(release=release.name)),
+        _memory(tick.memo(release.name)),
+        health=health_snapshot(inventory) if inventory is not None else None,
         release_blob=entry.blob,
         source_revision=_source_revision(tick, entry),
         force_pending=force,
@@ -105,7 +105,7 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
         empty = ReleaseInventory(release=entry.name)
         return sync_handler(tick, entry.name, None, outcome, empty, None)
     status = tick.status(release.name)
-    inventory = tick.stores.inventories.load(release.name)
+    inventory = tick.inventory(release.name)
     try:
         force_at = pending_force_sync(tick, release, status)
     except InvalidRelease as exc:
@@ -113,18 +113,28 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
         return sync_handler(tick, release.name, release, outcome, inventory, None)
     outcome, new_inventory = reconcile(tick, release, status, inventory, force_at is not None)
     if new_inventory != inventory:
-        tick.stores.inventories.save(new_inventory)
+        tick.save_inventory(new_inventory)
     handled = sync_handler(tick, release.name, release, outcome, new_inventory, force_at)
+    rendered = tick.render_keys.get(release.name)
     tick.stores.ticks.save(
         release.name,
         TickRecord(
             last_reconcile_at=tick.now,
             release_blob=entry.blob,
-            source_revision=outcome.render.revision if outcome.render else None,
+            # What the repository shows now: after a rollback the outcome's render is the
+            # last healthy one, whose older revision would look like a change every tick.
+            source_revision=_source_revision(tick, entry),
             health=health_snapshot(new_inventory),
+            render_key=rendered[0] if rendered else None,
+            render_ref=rendered[1] if rendered else None,
         ),
     )
     return handled
+
+
+def _progressing(tick: Tick, entry: ReleaseEntry) -> bool:
+    rollout = tick.status(entry.name).rollout
+    return rollout is not None and rollout.state == RolloutState.PROGRESSING
 
 
 def select(tick: Tick, names: Sequence[str]) -> list[ReleaseEntry]:
@@ -151,12 +161,17 @@ def run_tick(
     entries = select(tick, names)
     report = TickReport()
     for entry in entries:
-        inventory = observe_release(tick, entry) if observe_first else None
+        # Health is read where it matters: a Progressing Release (its wake-ups depend on
+        # it) and every Release about to be reconciled (the verdict and lastHealthy).
+        inventory = None
+        if observe_first and (names or all_releases or _progressing(tick, entry)):
+            inventory = observe_release(tick, entry)
         if not names:
-            reasons = is_due(tick, entry, inventory, all_releases)
-            if not reasons:
+            if not is_due(tick, entry, inventory, all_releases):
                 report.skipped[entry.name] = "not due"
                 continue
+            if observe_first and inventory is None:
+                observe_release(tick, entry)
         try:
             with tick.stores.locks.release(entry.name):
                 report.handled.append(handle_release(tick, entry))
@@ -166,6 +181,7 @@ def run_tick(
         tick.stores.renders.gc(referenced_renders(tick))
     if any(h.commit for h in report.handled):
         report.push_warning = tick.status_store.push().warning
+    tick.close()
     return report
 
 

@@ -13,12 +13,19 @@ from pathlib import Path
 
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.deployers.directory import DirectoryDeployer
-from convoy_batch.errors import ClusterUnavailable
+from convoy_batch.deployers.simulated import SimulatedDeployer
 from convoy_batch.gitops import GitOpsRepo, GitOpsSnapshot
-from convoy_batch.models import Cluster, ReleaseStatus
+from convoy_batch.models import Cluster, ReleaseInventory, ReleaseStatus
 from convoy_batch.source import SourceResolver
 from convoy_batch.status_store import StatusStore
-from convoy_batch.store import InventoryStore, Locks, RenderStore, TickStore
+from convoy_batch.store import (
+    InventoryStore,
+    Locks,
+    ParseCache,
+    RenderStore,
+    TickRecord,
+    TickStore,
+)
 
 log = logging.getLogger("convoy_batch")
 
@@ -59,16 +66,24 @@ class Stores:
         )
 
 
-def make_deployer(cluster: Cluster, state_dir: Path) -> Deployer:
-    """The deployer a Cluster asks for; no target means a directory cluster (SPEC 1)."""
+def make_deployer(
+    cluster: Cluster,
+    state_dir: Path,
+    now: datetime | None = None,
+    cache: ParseCache | None = None,
+) -> Deployer:
+    """The deployer a Cluster asks for; no target means a directory cluster (SPEC 1),
+    with the simulated controller when the Cluster asks for it and ``now`` is given."""
     spec = cluster.spec
     if spec.kubernetes is not None:
-        raise ClusterUnavailable(
-            f"clusters/{cluster.name}.yaml: spec.kubernetes: the Kubernetes deployer is not "
-            "available in this version"
-        )
+        from convoy_batch.deployers import kubernetes  # only Kubernetes Clusters pay its import
+
+        return kubernetes.from_cluster(cluster, state_dir)
     path = Path(spec.directory.path) if spec.directory else Path("clusters") / cluster.name
-    return DirectoryDeployer(path if path.is_absolute() else state_dir / path)
+    directory = DirectoryDeployer(path if path.is_absolute() else state_dir / path, cache)
+    if spec.simulate is not None and now is not None:
+        return SimulatedDeployer(directory, spec.simulate, now)
+    return directory
 
 
 @dataclass
@@ -84,6 +99,11 @@ class Tick:
     sources: SourceResolver
     forced: Set[str] = frozenset()
     deployers: dict[str, Deployer] = field(default_factory=dict)
+    memos: dict[str, TickRecord] = field(default_factory=dict)
+    caches: dict[str, ParseCache] = field(default_factory=dict)
+    inventories: dict[str, ReleaseInventory] = field(default_factory=dict)
+    render_keys: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Release -> (fingerprint of the render's inputs, renderRef) of this tick's render."""
 
     @classmethod
     def open(
@@ -92,22 +112,55 @@ class Tick:
         repo = GitOpsRepo(repo_path)
         stores = Stores.open(state_dir)
         status_store = StatusStore(repo.repo, stores.locks)
+        caches = {name: ParseCache(state_dir / "cache" / f"{name}.json") for name in ("repo",)}
         return cls(
             now=now,
             repo=repo,
             stores=stores,
-            snapshot=repo.snapshot(),
-            statuses=status_store.load_all(),
+            snapshot=repo.snapshot(caches["repo"]),
+            statuses=status_store.load_all(caches["repo"]),
             status_store=status_store,
             sources=SourceResolver(repo, state_dir),
             forced=forced,
+            caches=caches,
         )
 
     def status(self, name: str) -> ReleaseStatus:
         return self.statuses.get(name) or ReleaseStatus()
 
+    def cache(self, name: str) -> ParseCache:
+        """A parse cache under ``<state>/cache/``, saved by :meth:`close`."""
+        if name not in self.caches:
+            self.caches[name] = ParseCache(self.stores.state_dir / "cache" / f"{name}.json")
+        return self.caches[name]
+
+    def close(self) -> None:
+        """Save what the tick learnt for the next one (parse caches)."""
+        for cache in self.caches.values():
+            cache.save()
+        self.stores.ticks.flush()
+
+    def inventory(self, name: str) -> ReleaseInventory:
+        """The Release's inventory, read once per tick."""
+        if name not in self.inventories:
+            self.inventories[name] = self.stores.inventories.load(name)
+        return self.inventories[name]
+
+    def save_inventory(self, inventory: ReleaseInventory) -> None:
+        self.stores.inventories.save(inventory)
+        self.inventories[inventory.release] = inventory
+
+    def memo(self, name: str) -> TickRecord:
+        """What the state directory remembers of the Release's last reconcile (read once)."""
+        if name not in self.memos:
+            self.memos[name] = self.stores.ticks.load(name)
+        return self.memos[name]
+
     def deployer(self, cluster: Cluster) -> Deployer:
         """One deployer per Cluster per tick (so per-tick caches such as discovery hold)."""
         if cluster.name not in self.deployers:
-            self.deployers[cluster.name] = make_deployer(cluster, self.stores.state_dir)
+            cache = self.cache(f"cluster-{cluster.name}")
+            self.deployers[cluster.name] = make_deployer(
+                cluster, self.stores.state_dir, self.now, cache
+            )
         return self.deployers[cluster.name]

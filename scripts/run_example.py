@@ -1,47 +1,158 @@
-"""Set up the embedded example and run convoy-batch on it (``make run``).
+"""``make run``: set up the embedded example and run convoy-batch on it under ``dagster dev``.
 
-Copies the project's ``releases/`` folder into a fresh git repository under the given
-folder (never into the project's own history) and reconciles every Release once.
+1. Makes a fresh state directory (default ``.convoy/example``) and, inside it, a fresh git
+   repository ``repo/`` from the project's ``releases/`` folder (never committing into
+   the project's own history); Dagster's instance (``DAGSTER_HOME``) is ``dagster/``
+   inside it, with the project's ``dagster.yaml``.
+2. Starts ``dagster dev`` with ``CONVOY_REPO`` and ``CONVOY_STATE`` set; the schedules and
+   sensors are on by default.
+3. Once api has rolled out to Succeeded, commits ``releases/updates/api-1.1.0/`` (an api
+   image that the simulated controller fails), so that api rolls back automatically.
+
+Stops ``dagster dev`` on Ctrl-C (or SIGTERM). Does I/O: files, git, processes.
 """
 
+import argparse
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
-from convoy_batch.cli import main as cli
+from convoy_batch.store import Locks
 
 PROJECT = Path(__file__).resolve().parent.parent
+EXAMPLE = PROJECT / "releases"
+UPDATES = EXAMPLE / "updates"
+UPDATE_TIMEOUT_SECONDS = 600
 
 
-def make_example_repo(dest: Path) -> Path:
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+    return done.stdout.decode()
+
+
+def make_example_repo(repo: Path) -> Path:
     """A fresh git repository holding the example, with one commit."""
-    repo = dest / "repo"
-    if dest.exists():
-        shutil.rmtree(dest)
-    shutil.copytree(PROJECT / "releases", repo, ignore=shutil.ignore_patterns("README.md"))
-    git = ["git", "-C", str(repo)]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    subprocess.run([*git, "config", "user.name", "example"], check=True)
-    subprocess.run([*git, "config", "user.email", "example@localhost"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "example GitOps repository"], check=True)
+    ignore = shutil.ignore_patterns("README.md", UPDATES.name)
+    shutil.copytree(EXAMPLE, repo, ignore=ignore)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.name", "example")
+    git(repo, "config", "user.email", "example@localhost")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "example GitOps repository")
     return repo
 
 
-def main() -> int:
-    dest = Path(sys.argv[1] if len(sys.argv) > 1 else ".convoy/example").resolve()
-    repo = make_example_repo(dest)
-    base = ["--repo", str(repo), "--state", str(dest / "state")]
-    print(f"example repository: {repo}")
-    code = cli([*base, "reconcile", "--all"])
-    print("\nstatus:")
-    cli([*base, "status"])
-    print("\ngit log -- status/:")
-    subprocess.run(
-        ["git", "-C", str(repo), "log", "--format=%h %an: %s", "--", "status/"], check=True
+def prepare(state: Path) -> dict[str, str]:
+    """A fresh state directory with the example repository and a Dagster home; the
+    environment that ``dagster dev`` runs with."""
+    if state.exists():
+        shutil.rmtree(state)
+    state.mkdir(parents=True)
+    repo = make_example_repo(state / "repo")
+    home = state / "dagster"
+    home.mkdir()
+    shutil.copy(PROJECT / "dagster.yaml", home / "dagster.yaml")
+    return {
+        **os.environ,
+        "CONVOY_REPO": str(repo),
+        "CONVOY_STATE": str(state),
+        "DAGSTER_HOME": str(home),
+    }
+
+
+def rollout_state(repo: Path, release: str) -> str | None:
+    """``status.rollout.state`` of a Release as committed at HEAD (None: no status yet)."""
+    try:
+        text = git(repo, "show", f"HEAD:status/{release}.yaml")
+    except subprocess.CalledProcessError:
+        return None
+    for line in text.splitlines():
+        if line.strip().startswith("state:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def commit_update(repo: Path, state: Path, update: Path) -> None:
+    """Commit an update folder's files over the repository, under convoy-batch's repo
+    lock (convoy-batch commits statuses to the same repository)."""
+    with Locks(state).repo():
+        shutil.copytree(update, repo, dirs_exist_ok=True)
+        files = [str(p.relative_to(update)) for p in update.rglob("*") if p.is_file()]
+        git(repo, "add", "--", *files)
+        git(repo, "commit", "-q", "-m", f"{update.name}: a new render that fails")
+
+
+def push_api_update(repo: Path, state: Path, stop: threading.Event) -> None:
+    """Wait for api to succeed, then commit the failing api update (step 3)."""
+    deadline = time.monotonic() + UPDATE_TIMEOUT_SECONDS
+    while not stop.wait(2):
+        if rollout_state(repo, "api") == "Succeeded":
+            commit_update(repo, state, UPDATES / "api-1.1.0")
+            print("\n>>> committed api 1.1.0 (it will fail): watch api roll back\n", flush=True)
+            return
+        if time.monotonic() > deadline:
+            print(">>> api did not succeed in time; not committing api 1.1.0", flush=True)
+            return
+
+
+def dagster_dev(env: dict[str, str], host: str, port: int) -> subprocess.Popen[bytes]:
+    dagster = Path(sys.executable).parent / "dagster"
+    command = [str(dagster), "dev", "-m", "convoy_batch.definitions", "-h", host, "-p", str(port)]
+    # Run from the state directory: the project's dagster.yaml is a template, not the
+    # instance (DAGSTER_HOME is), and dagster dev warns about one in its folder.
+    return subprocess.Popen(command, env=env, cwd=env["CONVOY_STATE"])
+
+
+def explain(state: Path, host: str, port: int) -> None:
+    repo = state / "repo"
+    print(
+        f"""
+convoy-batch example
+  repository:  {repo}
+  state:       {state}
+  Dagster UI:  http://{host}:{port}   (schedules and sensors are on)
+
+  watch the audit trail:   git -C {repo} log --format='%h %an: %s' -- status/
+  force-sync reports:      UI > Assets > release > Materialize > partition "reports"
+  stop:                    Ctrl-C
+""",
+        flush=True,
     )
-    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("state", nargs="?", default=".convoy/example", type=Path)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=3000)
+    parser.add_argument("--no-update", action="store_true", help="do not commit api 1.1.0")
+    args = parser.parse_args(argv)
+    state = args.state.resolve()
+    env = prepare(state)
+    explain(state, args.host, args.port)
+    # Started in the background by a shell, SIGINT may be ignored, and dagster dev (which
+    # maps SIGTERM to SIGINT) would then ignore both: restore it before it is inherited.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    server = dagster_dev(env, args.host, args.port)
+    # SIGTERM ends us like Ctrl-C, so dagster dev is always stopped and awaited.
+    signal.signal(signal.SIGTERM, lambda *_: server.send_signal(signal.SIGINT))
+    stop = threading.Event()
+    if not args.no_update:
+        updater = threading.Thread(
+            target=push_api_update, args=(state / "repo", state, stop), daemon=True
+        )
+        updater.start()
+    try:
+        return server.wait()
+    except KeyboardInterrupt:
+        return server.wait()
+    finally:
+        stop.set()
 
 
 if __name__ == "__main__":

@@ -465,3 +465,14 @@ def test_a_rejected_push_is_fetched_rebased_and_retried(scenario: Scenario, tmp_
     log = remote.git.log("--format=%s", "main").splitlines()
     assert log[0].startswith("web: none -> Progressing (NewRender)")
     assert "notes" in log
+
+
+def test_a_rolled_back_release_is_not_due_again_for_its_own_source(scenario: Scenario) -> None:
+    succeed_first_render(scenario)
+    scenario.app(image="2.0")
+    scenario.reconcile("web", minutes=2)
+    scenario.deployment_failed()
+    scenario.reconcile("web", minutes=3)
+    assert scenario.status()["rollout"]["state"] == "RolledBack"
+    result = scenario.reconcile(minutes=4)
+    assert "web: skipped (not due)" in result.out

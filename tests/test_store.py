@@ -304,6 +304,21 @@ def test_tick_record_round_trips(tmp_path: Path) -> None:
     store = TickStore(tmp_path)
     store.save("web", record)
     assert store.load("web") == record
+    assert TickStore(tmp_path).load("web") == TickRecord()
+    store.flush()
+    assert TickStore(tmp_path).load("web") == record
+
+
+def test_tick_records_of_two_processes_are_merged_on_flush(tmp_path: Path) -> None:
+    first, second = TickStore(tmp_path), TickStore(tmp_path)
+    first.load("web")
+    second.save("db", TickRecord(release_blob="d" * 40))
+    second.flush()
+    first.save("web", TickRecord(release_blob="w" * 40))
+    first.flush()
+    fresh = TickStore(tmp_path)
+    assert fresh.load("db").release_blob == "d" * 40
+    assert fresh.load("web").release_blob == "w" * 40
 
 
 def test_a_missing_tick_record_has_the_defaults(tmp_path: Path) -> None:
@@ -314,8 +329,7 @@ def test_an_unreadable_tick_record_has_the_defaults_and_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = TickStore(tmp_path)
-    store.path("web").parent.mkdir(parents=True)
-    store.path("web").write_text('{"lastReconcileAt": "yesterday"}')
+    store.path.write_text('{"web": {"lastReconcileAt": "yesterday"}}')
     with caplog.at_level(logging.WARNING, logger="convoy_batch"):
         assert store.load("web") == TickRecord()
     assert "lastReconcileAt" in caplog.text

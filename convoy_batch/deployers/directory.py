@@ -33,6 +33,7 @@ from convoy_batch.deployers.base import Manifest, key_of
 from convoy_batch.errors import ApplyFailed, ClusterUnavailable, DryRunFailed, PruneFailed
 from convoy_batch.kinds import group_of, is_cluster_scoped
 from convoy_batch.models import ObjectKey
+from convoy_batch.store import ParseCache
 
 CLUSTER_DIR = "_cluster"
 CRD_GROUP = "apiextensions.k8s.io"
@@ -202,15 +203,26 @@ def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        # Replaced atomically, not fsynced: the directory cluster stands in for a
+        # cluster in examples and tests, where a write per object must stay cheap.
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _signature(path: Path) -> str | None:
+    """What changes when the file changes: its mtime, size and inode."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ClusterUnavailable(f"{path}: cannot read: {exc.strerror}") from exc
+    return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
 
 
 def dump(obj: Mapping[str, Any]) -> str:
@@ -238,11 +250,47 @@ def load(path: Path) -> Manifest | None:
 class DirectoryDeployer:
     """A Deployer over a folder of YAML files (see module doc)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, cache: ParseCache | None = None) -> None:
         self.root = Path(root)
+        # Parsed files, checked against the file's stat: the observer's read and the
+        # apply's compare parse each file once, an unchanged file is not parsed again on
+        # the next tick (``cache``), and an edit by hand is still seen.
+        self._cache = cache
+        self._objects: dict[Path, tuple[str | None, Manifest | None]] = {}
+        self._crd_scopes: frozenset[tuple[str, str]] | None = None
+        self._paths: dict[tuple[str, str, str, str], Path] = {}
+
+    def _load(self, path: Path) -> Manifest | None:
+        signature = _signature(path)
+        cached = self._objects.get(path)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        obj = None
+        if signature is not None:
+            obj = self._cache.get(str(path), signature) if self._cache is not None else None
+            if obj is None:
+                obj = load(path)
+                self._persist(path, signature, obj)
+        self._objects[path] = (signature, obj)
+        return obj
+
+    def _persist(self, path: Path, signature: str | None, obj: Manifest | None) -> None:
+        if self._cache is not None and signature is not None and obj is not None:
+            self._cache.put(str(path), signature, obj)
+
+    def _remember(self, path: Path, obj: Manifest | None) -> None:
+        signature = _signature(path)
+        self._objects[path] = (signature, obj)
+        self._persist(path, signature, obj)
 
     def path_of(self, key: ObjectKey) -> Path:
         """Where ``key`` is stored; ValueError when a part could leave the root."""
+        identity = key.identity()
+        if identity not in self._paths:
+            self._paths[identity] = self._path_of(key)
+        return self._paths[identity]
+
+    def _path_of(self, key: ObjectKey) -> Path:
         namespace = key.namespace or CLUSTER_DIR
         if key.namespace is not None and not _is_label(key.namespace):
             raise ValueError(f"{key}: namespace {key.namespace!r} is not a DNS-1123 label")
@@ -254,8 +302,10 @@ class DirectoryDeployer:
         return self.root / namespace / kind_dir / f"{key.name}.yaml"
 
     def _stored_crd_scopes(self) -> frozenset[tuple[str, str]]:
-        folder = self.root / CLUSTER_DIR / f"customresourcedefinition.{CRD_GROUP}"
-        return _crd_scopes(load(p) for p in sorted(folder.glob("*.yaml")))
+        if self._crd_scopes is None:
+            folder = self.root / CLUSTER_DIR / f"customresourcedefinition.{CRD_GROUP}"
+            self._crd_scopes = _crd_scopes(self._load(p) for p in sorted(folder.glob("*.yaml")))
+        return self._crd_scopes
 
     def _scopes(self, objects: Sequence[Manifest]) -> frozenset[tuple[str, str]]:
         return _crd_scopes(objects) | self._stored_crd_scopes()
@@ -278,7 +328,7 @@ class DirectoryDeployer:
     def _apply_one(self, obj: Manifest) -> None:
         try:
             path = self.path_of(key_of(obj))
-            stored = load(path)
+            stored = self._load(path)
         except (ValueError, ClusterUnavailable) as exc:
             raise ApplyFailed(f"apply {_describe(obj)}: {exc}") from exc
         new = merged(obj, stored)
@@ -288,11 +338,16 @@ class DirectoryDeployer:
             _write_atomic(path, dump(new))
         except OSError as exc:
             raise ApplyFailed(f"apply {_describe(obj)}: cannot write {path}: {exc}") from exc
+        self._remember(path, new)
+        if new.get("kind") == "CustomResourceDefinition":
+            self._crd_scopes = None
 
     def delete(self, key: ObjectKey) -> bool:
         """Remove the object's file; True when it is gone (also when it was never there)."""
         try:
-            self.path_of(key).unlink(missing_ok=True)
+            path = self.path_of(key)
+            path.unlink(missing_ok=True)
+            self._remember(path, None)
         except ValueError as exc:
             raise PruneFailed(f"delete {exc}") from exc
         except OSError as exc:
@@ -305,7 +360,7 @@ class DirectoryDeployer:
             path = self.path_of(key)
         except ValueError:
             return None
-        return load(path)
+        return self._load(path)
 
     def get_many(self, keys: Iterable[ObjectKey]) -> dict[ObjectKey, Manifest | None]:
         return {key: self.get(key) for key in keys}

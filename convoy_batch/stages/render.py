@@ -4,11 +4,13 @@ Does I/O through the tick's source resolver; raises ClusterNotFound, SourceFaile
 RenderFailed with a one-line message.
 """
 
+import hashlib
+import json
 from dataclasses import dataclass
 
 from convoy_batch.errors import ClusterNotFound
 from convoy_batch.models import Cluster, Release
-from convoy_batch.render import Render, render
+from convoy_batch.render import Render, load_render, render
 from convoy_batch.tick import Tick
 
 
@@ -31,7 +33,25 @@ def resolve_cluster(tick: Tick, release: Release) -> Cluster:
     )
 
 
+def render_key(fingerprint: str, release: Release, cluster: Cluster) -> str:
+    """Everything a render depends on: the source files, the Release and the Cluster."""
+    inputs = [fingerprint, release.dump(), cluster.dump()]
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
 def stage_render(tick: Tick, release: Release) -> Rendered:
+    """Render R, or reload it from the render store when none of its inputs changed
+    since the last reconcile (the blob is verified; a bad one means a fresh render)."""
     cluster = resolve_cluster(tick, release)
-    snapshot = tick.sources.fetch(release)
-    return Rendered(cluster=cluster, render=render(snapshot, release, cluster))
+    listing = tick.sources.listing(release)
+    key = render_key(listing.fingerprint, release, cluster)
+    memo = tick.memo(release.name)
+    blob = None
+    if memo.render_key == key and memo.render_ref is not None:
+        blob = tick.stores.renders.get(memo.render_ref)
+    if blob is not None:
+        made = load_render(blob, release.name, listing.revision)
+    else:
+        made = render(tick.sources.fetch(release), release, cluster)
+    tick.render_keys[release.name] = (key, made.ref)
+    return Rendered(cluster=cluster, render=made)

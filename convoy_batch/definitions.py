@@ -1,0 +1,135 @@
+"""The Dagster definitions (``[tool.dagster] module_name``): schedules and sensors over
+:mod:`convoy_batch.assets`, built by :func:`build_definitions` when Dagster loads them.
+
+- ``convoy_tick`` schedule (``$CONVOY_TICK_CRON``, default every minute): one run that
+  observes and reconciles every due Release (SPEC 13).
+- ``convoy_full_resync`` schedule (hourly): one run over every Release, interval 0 too.
+- ``convoy_releases`` sensor: one ``release`` partition per Release file, added and
+  removed as the files come and go.
+- ``convoy_wakeups`` sensor: one run for the Releases woken between ticks (health
+  changed, deadline passed, Release file or source changed, new Release).
+
+Schedules and sensors are on by default. Reads the environment only inside
+:func:`build_definitions`; the sensors read the repository and state directory.
+"""
+
+import hashlib
+import json
+import os
+
+import dagster as dg
+
+from convoy_batch.assets import (
+    PARTITIONS,
+    RELEASES,
+    ConvoyResource,
+    convoy_resource,
+    release,
+    tick_job,
+    tick_run_config,
+)
+from convoy_batch.wakeups import release_names, wake_keys, woken
+
+DEFAULT_TICK_CRON = "* * * * *"
+FULL_RESYNC_CRON = "0 * * * *"
+WAKEUP_INTERVAL_SECONDS = 15
+DISCOVERY_INTERVAL_SECONDS = 30
+
+
+def tick_schedule(cron: str = DEFAULT_TICK_CRON) -> dg.ScheduleDefinition:
+    @dg.schedule(
+        name="convoy_tick",
+        cron_schedule=cron,
+        job=tick_job,
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+        description="Observe, then reconcile every due Release, in one run.",
+    )
+    def convoy_tick(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+        return dg.RunRequest(run_key=f"tick-{_when(context)}", run_config=tick_run_config())
+
+    return convoy_tick
+
+
+@dg.schedule(
+    name="convoy_full_resync",
+    cron_schedule=FULL_RESYNC_CRON,
+    job=tick_job,
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Reconcile every Release, interval 0 included (SPEC 13).",
+)
+def full_resync(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+    config = tick_run_config(all_releases=True)
+    return dg.RunRequest(run_key=f"resync-{_when(context)}", run_config=config)
+
+
+def _when(context: dg.ScheduleEvaluationContext) -> str:
+    scheduled = context.scheduled_execution_time
+    return scheduled.strftime("%Y%m%dT%H%M%S") if scheduled else "now"
+
+
+@dg.sensor(
+    name="convoy_releases",
+    minimum_interval_seconds=DISCOVERY_INTERVAL_SECONDS,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Keep one release partition per Release file in the repository.",
+)
+def discover_releases(
+    context: dg.SensorEvaluationContext, convoy: ConvoyResource
+) -> dg.SensorResult | dg.SkipReason:
+    wanted = set(release_names(convoy.repo_path()))
+    have = set(context.instance.get_dynamic_partitions(PARTITIONS))
+    requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
+    if wanted - have:
+        requests.append(RELEASES.build_add_request(sorted(wanted - have)))
+    if have - wanted:
+        requests.append(RELEASES.build_delete_request(sorted(have - wanted)))
+    if not requests:
+        return dg.SkipReason("partitions match the Release files")
+    return dg.SensorResult(dynamic_partitions_requests=requests)
+
+
+@dg.sensor(
+    name="convoy_wakeups",
+    job=tick_job,
+    minimum_interval_seconds=WAKEUP_INTERVAL_SECONDS,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Reconcile promptly the Releases woken between ticks (SPEC 13).",
+)
+def wakeups(context: dg.SensorEvaluationContext, convoy: ConvoyResource) -> dg.SensorResult:
+    current = wake_keys(convoy.repo_path(), convoy.state_dir(), convoy.clock())
+    seen: dict[str, list[str]] = json.loads(context.cursor) if context.cursor else {}
+    names = woken(current, seen)
+    # The cursor remembers each Release's causes already acted on, so one cause starts one
+    # run; a busy Release (absent from ``current``) keeps what it had.
+    merged = {**seen, **{name: sorted(keys) for name, keys in current.items()}}
+    cursor = json.dumps({n: k for n, k in sorted(merged.items()) if k})
+    if not names:
+        return dg.SensorResult(skip_reason="nothing woke up", cursor=cursor)
+    key = hashlib.sha256(json.dumps({n: merged[n] for n in names}).encode()).hexdigest()[:16]
+    request = dg.RunRequest(
+        run_key=f"wakeup-{key}",
+        run_config=tick_run_config(names),
+        tags={"convoy/woken": ",".join(names)[:200]},
+    )
+    return dg.SensorResult(run_requests=[request], cursor=cursor)
+
+
+def build_definitions(
+    repo: str | None = None, state: str | None = None, tick_cron: str | None = None
+) -> dg.Definitions:
+    """Everything Dagster loads; arguments override ``$CONVOY_REPO``, ``$CONVOY_STATE``
+    and ``$CONVOY_TICK_CRON``."""
+    cron = tick_cron or os.environ.get("CONVOY_TICK_CRON") or DEFAULT_TICK_CRON
+    return dg.Definitions(
+        assets=[release],
+        jobs=[tick_job],
+        schedules=[tick_schedule(cron), full_resync],
+        sensors=[discover_releases, wakeups],
+        resources={"convoy": convoy_resource(repo, state)},
+        executor=dg.in_process_executor,
+    )
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    return build_definitions()

@@ -1,0 +1,151 @@
+"""A simulated Deployment controller for directory clusters (opt-in: ``spec.simulate``).
+
+On a directory cluster nothing plays the workloads' controllers, so a rollout would wait
+for its deadline unless someone edits ``status`` by hand. A Cluster with ``spec.simulate``
+gets this wrapper around its :class:`DirectoryDeployer`:
+
+- on ``apply``, each Deployment whose ``metadata.generation`` the stored status has not
+  seen yet gets a starting status: ``observedGeneration`` set, no replica ready, and a
+  ``Progressing`` condition whose ``lastUpdateTime`` is when it was applied;
+- on ``get``, a Deployment in that starting status is reported finished once its delay
+  has passed: ``readyAfter`` later every replica is available; ``failAfter`` later, when
+  its pod template is annotated ``convoy.dev/simulate: fail``, it reports
+  ``ProgressDeadlineExceeded`` (health Failed).
+
+Reads never write: what ``get`` reports is a function of the stored file and ``now``, so
+``plan`` stays free of side effects. Writes the object files on apply (file I/O).
+"""
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from convoy_batch.deployers.base import Manifest, key_of
+from convoy_batch.deployers.directory import DirectoryDeployer, dump
+from convoy_batch.models import ObjectKey, SimulatedController
+from convoy_batch.store import atomic_write
+from convoy_batch.timefmt import format_time, parse_time
+
+ANNOTATION_SIMULATE = "convoy.dev/simulate"
+STARTED = "SimulatedRollout"
+"""The ``Progressing`` reason that marks a status this controller is still playing."""
+
+
+def _simulated(key: ObjectKey) -> bool:
+    return key.group == "apps" and key.kind == "Deployment"
+
+
+def _generation(obj: Mapping[str, Any]) -> int:
+    value = (obj.get("metadata") or {}).get("generation")
+    return value if isinstance(value, int) else 1
+
+
+def _fails(obj: Mapping[str, Any]) -> bool:
+    template = ((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    return (template.get("annotations") or {}).get(ANNOTATION_SIMULATE) == "fail"
+
+
+def _progressing(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == "Progressing"), None)
+
+
+def started_status(obj: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
+    """The status written when ``obj`` is applied; None when its generation was seen."""
+    status = obj.get("status") or {}
+    generation = _generation(obj)
+    if status.get("observedGeneration") == generation:
+        return None
+    return {
+        "observedGeneration": generation,
+        "replicas": 0,
+        "updatedReplicas": 0,
+        "readyReplicas": 0,
+        "availableReplicas": 0,
+        "conditions": [
+            {
+                "type": "Progressing",
+                "status": "True",
+                "reason": STARTED,
+                "message": "simulated by convoy-batch (Cluster spec.simulate)",
+                "lastUpdateTime": format_time(now),
+            }
+        ],
+    }
+
+
+def finished_status(
+    obj: Mapping[str, Any], sim: SimulatedController, now: datetime
+) -> dict[str, Any] | None:
+    """The status ``obj`` reports at ``now``; None while it is still rolling out, or when
+    this controller is not playing it (no starting status, or one for another generation)."""
+    status = obj.get("status") or {}
+    condition = _progressing(obj)
+    if condition is None or condition.get("reason") != STARTED:
+        return None
+    if status.get("observedGeneration") != _generation(obj):
+        return None
+    started = parse_time(str(condition.get("lastUpdateTime")))
+    fails = _fails(obj)
+    if now - started < (sim.fail_after if fails else sim.ready_after):
+        return None
+    if fails:
+        failed = {
+            **condition,
+            "status": "False",
+            "reason": "ProgressDeadlineExceeded",
+            "message": "simulated failure (convoy.dev/simulate: fail)",
+        }
+        return {**status, "conditions": [failed]}
+    replicas = (obj.get("spec") or {}).get("replicas", 1)
+    return {
+        "observedGeneration": status["observedGeneration"],
+        "replicas": replicas,
+        "updatedReplicas": replicas,
+        "readyReplicas": replicas,
+        "availableReplicas": replicas,
+        "conditions": [
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
+            {**condition, "reason": "NewReplicaSetAvailable"},
+        ],
+    }
+
+
+class SimulatedDeployer:
+    """A Deployer: the directory cluster plus a simulated Deployment controller."""
+
+    def __init__(self, inner: DirectoryDeployer, sim: SimulatedController, now: datetime):
+        self.inner = inner
+        self.sim = sim
+        self.now = now
+
+    def dry_run(self, objects: Sequence[Manifest]) -> None:
+        self.inner.dry_run(objects)
+
+    def apply(self, objects: Sequence[Manifest]) -> None:
+        self.inner.apply(objects)
+        for key in (key_of(obj) for obj in objects):
+            if _simulated(key):
+                self._start(key)
+
+    def _start(self, key: ObjectKey) -> None:
+        stored = self.inner.get(key)
+        status = started_status(stored, self.now) if stored is not None else None
+        if stored is not None and status is not None:
+            text = dump({**stored, "status": status})
+            atomic_write(self.inner.path_of(key), text.encode("utf-8"))
+
+    def delete(self, key: ObjectKey) -> bool:
+        return self.inner.delete(key)
+
+    def get(self, key: ObjectKey) -> Manifest | None:
+        return self._report(key, self.inner.get(key))
+
+    def get_many(self, keys: Iterable[ObjectKey]) -> dict[ObjectKey, Manifest | None]:
+        return {key: self._report(key, obj) for key, obj in self.inner.get_many(keys).items()}
+
+    def _report(self, key: ObjectKey, obj: Manifest | None) -> Manifest | None:
+        if obj is None or not _simulated(key):
+            return obj
+        status = finished_status(obj, self.sim, self.now)
+        return obj if status is None else {**obj, "status": status}

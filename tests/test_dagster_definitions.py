@@ -1,0 +1,284 @@
+"""The Dagster layer with Dagster's own testing APIs and an ephemeral instance: definitions,
+the tick schedule, the discovery and wake-up sensors, forced syncs.
+
+A real GitOps repository in tmp_path and a plain directory cluster (the tests play the
+Deployment controller by writing ``status``); the clock is the resource's ``now``.
+"""
+
+import json
+import warnings
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import git
+import pytest
+import yaml
+
+from convoy_batch.assets import RELEASE_KEY, ConvoyResource, release, tick_job
+from convoy_batch.definitions import (
+    build_definitions,
+    defs,
+    discover_releases,
+    tick_schedule,
+    wakeups,
+)
+from convoy_batch.deployers.directory import DirectoryDeployer
+from convoy_batch.models import ObjectKey
+from convoy_batch.runner import run_tick
+from convoy_batch.timefmt import format_time
+from tests.gitfixtures import commit_files, make_repo, remove_files
+from tests.scenario import CLUSTER, DEPLOYMENT, T0, release_yaml
+
+POLICY = "  failurePolicy: {rollback: Auto, progressDeadline: 10m}\n"
+MANUAL = "  syncPolicy: {mode: Manual}\n" + POLICY
+
+
+@pytest.fixture(autouse=True)
+def _quiet_beta_warnings() -> Iterator[None]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        yield
+
+
+class Example:
+    """A GitOps repository with Releases web, api (Auto) and reports (Manual)."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.root = tmp_path / "repo"
+        self.state = tmp_path / "state"
+        files = {"clusters/staging.yaml": CLUSTER}
+        for name, extra in (("web", POLICY), ("api", POLICY), ("reports", MANUAL)):
+            files[f"apps/{name}/deployment.yaml"] = DEPLOYMENT.replace("IMAGE", "1.0")
+            files[f"releases/{name}.yaml"] = release_yaml(name, spec_extra=extra)
+        self.repo: git.Repo = make_repo(self.root, files)
+        self.instance = dg.DagsterInstance.ephemeral()
+
+    def resource(self, at: datetime = T0) -> ConvoyResource:
+        return ConvoyResource(repo=str(self.root), state=str(self.state), now=format_time(at))
+
+    def tick(self, at: datetime) -> None:
+        run_tick(self.root, self.state, at)
+
+    def status_commits(self) -> list[str]:
+        return [c.message.strip() for c in self.repo.iter_commits(paths="status/")]
+
+    def play_controller(self, name: str) -> None:
+        """Write the status a Deployment controller would once every replica is ready."""
+        deployer = DirectoryDeployer(self.state / "clusters" / "staging")
+        key = ObjectKey(api_version="apps/v1", kind="Deployment", namespace=name, name=name)
+        path = deployer.path_of(key)
+        obj: dict[str, Any] = yaml.safe_load(path.read_text())
+        n = obj["spec"]["replicas"]
+        counts = ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas")
+        obj["status"] = {"observedGeneration": obj["metadata"]["generation"]}
+        obj["status"].update(dict.fromkeys(counts, n))
+        path.write_text(yaml.safe_dump(obj))
+
+    def wakeup(self, at: datetime, cursor: str | None) -> dg.SensorResult:
+        context = dg.build_sensor_context(
+            instance=self.instance, cursor=cursor, resources={"convoy": self.resource(at)}
+        )
+        result = wakeups(context)
+        assert isinstance(result, dg.SensorResult)
+        return result
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Example:
+    return Example(tmp_path)
+
+
+def materializations(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, Any]]:
+    found = {}
+    for event in result.get_asset_materialization_events():
+        m = event.step_materialization_data.materialization
+        assert m.partition is not None
+        found[m.partition] = {k: v.value for k, v in m.metadata.items()}
+    return found
+
+
+def test_the_definitions_load_from_the_module_and_from_the_builder(example: Example) -> None:
+    built = build_definitions(repo=str(example.root), state=str(example.state))
+    dg.Definitions.validate_loadable(built)
+
+    repository = built.get_repository_def()
+    assert {s.name for s in repository.schedule_defs} == {"convoy_tick", "convoy_full_resync"}
+    assert {s.name for s in repository.sensor_defs} == {"convoy_releases", "convoy_wakeups"}
+    assert repository.has_job("convoy_tick")
+    assert isinstance(defs(), dg.Definitions)
+
+
+def test_the_tick_cron_is_configurable(example: Example) -> None:
+    assert tick_schedule("*/5 * * * *").cron_schedule == "*/5 * * * *"
+    built = build_definitions(repo=str(example.root), tick_cron="*/2 * * * *")
+    schedule = built.get_repository_def().get_schedule_def("convoy_tick")
+    assert schedule.cron_schedule == "*/2 * * * *"
+
+
+def test_one_scheduled_run_reconciles_every_due_release(example: Example) -> None:
+    built = build_definitions(repo=str(example.root), state=str(example.state))
+    repository = built.get_repository_def()
+    schedule = repository.get_schedule_def("convoy_tick")
+    context = dg.build_schedule_context(
+        instance=example.instance, scheduled_execution_time=T0, repository_def=repository
+    )
+
+    data = schedule.evaluate_tick(context)
+    assert data.run_requests is not None and len(data.run_requests) == 1
+    request = data.run_requests[0]
+    result = tick_job.execute_in_process(
+        run_config=request.run_config,
+        instance=example.instance,
+        resources={"convoy": example.resource()},
+        tags={"dagster/schedule_name": "convoy_tick"},
+    )
+
+    found = materializations(result)
+    assert sorted(found) == ["api", "reports", "web"]
+    assert found["web"]["state"] == "Progressing"
+    assert found["web"]["applied"] is True
+    assert example.repo.commit(found["web"]["commit"]).message.startswith("web: none -> ")
+    assert found["reports"]["reason"] == "WaitingForManualSync"
+    assert set(found["api"]) >= {"state", "reason", "renderRef", "revision", "applied", "commit"}
+    assert example.instance.get_materialized_partitions(RELEASE_KEY) == {"api", "reports", "web"}
+
+
+def test_the_full_resync_reconciles_releases_that_are_not_due(example: Example) -> None:
+    example.tick(T0)
+    built = build_definitions(repo=str(example.root), state=str(example.state))
+    data = (
+        built.get_repository_def()
+        .get_schedule_def("convoy_full_resync")
+        .evaluate_tick(
+            dg.build_schedule_context(instance=example.instance, scheduled_execution_time=T0)
+        )
+    )
+    assert data.run_requests is not None
+    at = T0 + timedelta(seconds=10)
+    run = tick_job.execute_in_process(
+        run_config=data.run_requests[0].run_config,
+        instance=example.instance,
+        resources={"convoy": example.resource(at)},
+    )
+
+    assert sorted(materializations(run)) == ["api", "reports", "web"]
+
+
+def discover(example: Example) -> list[tuple[str, list[str]]]:
+    context = dg.build_sensor_context(
+        instance=example.instance, resources={"convoy": example.resource()}
+    )
+    result = discover_releases(context)
+    if isinstance(result, dg.SkipReason):
+        return []
+    assert isinstance(result, dg.SensorResult)
+    requests = []
+    for request in result.dynamic_partitions_requests or ():
+        if isinstance(request, dg.AddDynamicPartitionsRequest):
+            example.instance.add_dynamic_partitions("releases", list(request.partition_keys))
+            requests.append(("add", list(request.partition_keys)))
+        else:
+            for key in request.partition_keys:
+                example.instance.delete_dynamic_partition("releases", key)
+            requests.append(("delete", list(request.partition_keys)))
+    return requests
+
+
+def test_the_discovery_sensor_adds_and_removes_partitions_with_the_files(
+    example: Example,
+) -> None:
+    assert discover(example) == [("add", ["api", "reports", "web"])]
+    assert discover(example) == []
+
+    remove_files(example.repo, ["releases/api.yaml"])
+    commit_files(example.repo, {"releases/db.yaml": release_yaml("db")})
+
+    assert discover(example) == [("add", ["db"]), ("delete", ["api"])]
+    assert sorted(example.instance.get_dynamic_partitions("releases")) == ["db", "reports", "web"]
+
+
+def settled(example: Example) -> str | None:
+    """Two ticks (the second after the observer's first look), then the sensor's cursor."""
+    example.tick(T0)
+    example.tick(T0 + timedelta(minutes=1))
+    return example.wakeup(T0 + timedelta(minutes=1), None).cursor
+
+
+def woken(result: dg.SensorResult) -> list[str]:
+    names: list[str] = []
+    for request in result.run_requests or ():
+        assert request.run_key
+        names += request.run_config["ops"]["reconcile_tick"]["config"]["names"]
+    return names
+
+
+def test_the_wakeup_sensor_stays_quiet_when_nothing_changed(example: Example) -> None:
+    cursor = settled(example)
+
+    assert woken(example.wakeup(T0 + timedelta(minutes=2), cursor)) == []
+
+
+def test_the_wakeup_sensor_fires_once_on_a_health_change(example: Example) -> None:
+    cursor = settled(example)
+    example.play_controller("web")
+
+    first = example.wakeup(T0 + timedelta(minutes=2), cursor)
+    again = example.wakeup(T0 + timedelta(minutes=2, seconds=15), first.cursor)
+
+    assert woken(first) == ["web"]
+    assert woken(again) == []
+
+
+def test_the_wakeup_sensor_fires_once_when_a_deadline_passed(example: Example) -> None:
+    cursor = settled(example)
+
+    first = example.wakeup(T0 + timedelta(minutes=11), cursor)
+    again = example.wakeup(T0 + timedelta(minutes=11, seconds=15), first.cursor)
+
+    assert woken(first) == ["api", "reports", "web"]
+    assert woken(again) == []
+
+
+def test_the_wakeup_sensor_fires_when_a_source_changes(example: Example) -> None:
+    cursor = settled(example)
+    commit_files(example.repo, {"apps/api/deployment.yaml": DEPLOYMENT.replace("IMAGE", "2.0")})
+
+    assert woken(example.wakeup(T0 + timedelta(minutes=2), cursor)) == ["api"]
+
+
+def test_the_wakeup_sensor_wakes_new_releases_at_once(example: Example) -> None:
+    result = example.wakeup(T0, None)
+
+    assert woken(result) == ["api", "reports", "web"]
+    assert json.loads(result.cursor or "{}").keys() == {"api", "reports", "web"}
+
+
+def materialize_reports(example: Example, tags: dict[str, str]) -> dict[str, Any]:
+    example.instance.add_dynamic_partitions("releases", ["reports"])
+    result = dg.materialize(
+        [release],
+        partition_key="reports",
+        instance=example.instance,
+        resources={"convoy": example.resource()},
+        tags=tags,
+    )
+    (event,) = result.get_asset_materialization_events()
+    return {k: v.value for k, v in event.step_materialization_data.materialization.metadata.items()}
+
+
+def test_a_manual_materialization_is_a_forced_sync(example: Example) -> None:
+    found = materialize_reports(example, {})
+
+    assert found["forced"] is True
+    assert found["applied"] is True
+    assert found["reason"] == "Synced"
+
+
+def test_a_scheduled_materialization_is_not_a_forced_sync(example: Example) -> None:
+    found = materialize_reports(example, {"dagster/schedule_name": "convoy_tick"})
+
+    assert found["forced"] is False
+    assert found["reason"] == "WaitingForManualSync"
