@@ -241,6 +241,7 @@ class StatusStore:
         self.repo = repo
         self.locks = locks
         self.push_attempts = max(1, push_attempts)
+        self._trees: dict[bytes, list[tuple[bytes, int, str]]] = {}
 
     # reading
 
@@ -321,10 +322,18 @@ class StatusStore:
         entries.sort(key=lambda e: e[2].encode() + (b"/" if e[1] == _DIR_MODE else b""))
         out = io.BytesIO()
         tree_to_stream(entries, out.write)
-        return bytes.fromhex(self._store("tree", out.getvalue()))
+        written = bytes.fromhex(self._store("tree", out.getvalue()))
+        if len(self._trees) > 16:
+            self._trees.clear()
+        self._trees[written] = entries  # the next commit starts from this tree
+        return written
 
     def _entries(self, tree: bytes) -> list[tuple[bytes, int, str]]:
-        return list(tree_entries_from_data(self.repo.odb.stream(tree).read()))
+        """A tree's entries; the ones this store just wrote are not read back (parsing
+        the status folder for every commit would make a tick quadratic)."""
+        if tree not in self._trees:
+            self._trees[tree] = list(tree_entries_from_data(self.repo.odb.stream(tree).read()))
+        return self._trees[tree]
 
     def _store(self, kind: str, data: bytes) -> str:
         """Write one loose object in-process (GitPython's default store runs
