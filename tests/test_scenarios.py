@@ -22,6 +22,16 @@ def succeed_first_render(s: Scenario, image: str = "1.0") -> str:
     return str(status["rollout"]["renderRef"])
 
 
+def roll_back_a_second_render(s: Scenario) -> None:
+    """web Succeeded at 1.0, then 2.0 fails and is rolled back (minutes 0 to 3)."""
+    succeed_first_render(s)
+    s.app(image="2.0")
+    s.reconcile("web", minutes=2)
+    s.deployment_failed()
+    s.reconcile("web", minutes=3)
+    assert s.status()["rollout"]["state"] == "RolledBack"
+
+
 def test_first_rollout_progresses_then_succeeds_when_healthy(scenario: Scenario) -> None:
     scenario.app()
     result = scenario.reconcile(minutes=0)
@@ -152,12 +162,7 @@ def test_without_failure_policy_there_is_no_rollout_but_last_healthy_is_kept(
 
 
 def test_a_render_error_keeps_the_rolled_back_state(scenario: Scenario) -> None:
-    succeed_first_render(scenario)
-    scenario.app(image="2.0")
-    scenario.reconcile("web", minutes=2)
-    scenario.deployment_failed()
-    scenario.reconcile("web", minutes=3)
-    assert scenario.status()["rollout"]["state"] == "RolledBack"
+    roll_back_a_second_render(scenario)
     scenario.commit({"apps/web/broken.yaml": "kind: ConfigMap\nmetadata: {name: ${nope}}\n"})
     result = scenario.reconcile("web", minutes=4)
     assert result.code == 1
@@ -468,11 +473,6 @@ def test_a_rejected_push_is_fetched_rebased_and_retried(scenario: Scenario, tmp_
 
 
 def test_a_rolled_back_release_is_not_due_again_for_its_own_source(scenario: Scenario) -> None:
-    succeed_first_render(scenario)
-    scenario.app(image="2.0")
-    scenario.reconcile("web", minutes=2)
-    scenario.deployment_failed()
-    scenario.reconcile("web", minutes=3)
-    assert scenario.status()["rollout"]["state"] == "RolledBack"
+    roll_back_a_second_render(scenario)
     result = scenario.reconcile(minutes=4)
     assert "web: skipped (not due)" in result.out

@@ -1,0 +1,221 @@
+"""Benchmark: convoy-batch ticks against a real kube-apiserver, next to kubectl.
+
+N Releases (default 100), each a Namespace plus 5 objects (Deployment, Service, 3
+ConfigMaps). In one run it prints the wall time of convoy-batch's first tick and of a
+steady-state tick of every Release (``--all``, nothing changed) with the number of write
+requests that tick sent, next to ``kubectl apply --server-side`` of the same manifests
+(in namespaces of their own), once per Release and once in a single call, each first
+and again (steady).
+
+Without ``--kubeconfig`` it starts the project's test control plane
+(``scripts/k8s-testenv start``) on free ports and stops it at the end. kubectl is
+Debian's 1.20 (``scripts/k8s-testenv kubectl``) unless ``--kubectl`` says otherwise.
+
+    python bench/k8s_tick.py [--releases N] [--kubeconfig PATH] [--kubectl PATH]
+"""
+
+import argparse
+import os
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+
+from convoy_batch.deployers import kubeapi
+from convoy_batch.runner import run_tick
+from convoy_batch.timefmt import parse_time
+
+T0 = parse_time("2026-11-29T12:00:00Z")
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "k8s-testenv"
+
+OBJECTS = """\
+apiVersion: v1
+kind: Namespace
+metadata: {name: ${namespace}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ${release}}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: ${release}}}
+  template:
+    metadata: {labels: {app: ${release}}}
+    spec:
+      containers:
+        - name: app
+          image: example/${release}:1.0
+          ports: [{containerPort: 8080, protocol: TCP}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: ${release}}
+spec:
+  selector: {app: ${release}}
+  ports: [{port: 80, targetPort: 8080, protocol: TCP}]
+"""
+CONFIGMAP = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: ${release}-config-INDEX}
+data: {env: ${env}, index: "INDEX", release: ${release}}
+"""
+
+
+def app_files() -> dict[str, str]:
+    files = {"workload.yaml": OBJECTS}
+    files.update({f"config-{n}.yaml": CONFIGMAP.replace("INDEX", str(n)) for n in range(3)})
+    return files
+
+
+def rendered(name: str, namespace: str) -> str:
+    """The Release's manifests as kubectl gets them (namespaces written out)."""
+    docs = []
+    for text in app_files().values():
+        text = text.replace("${release}", name).replace("${env}", "bench")
+        text = text.replace("${namespace}", namespace)
+        for doc in text.split("---\n"):
+            if "kind: Namespace" not in doc:
+                doc = doc.replace("metadata: {name:", f"metadata: {{namespace: {namespace}, name:")
+            docs.append(doc)
+    return "---\n".join(docs)
+
+
+def build_repo(root: Path, releases: int, kubeconfig: Path) -> None:
+    (root / "clusters").mkdir(parents=True)
+    (root / "clusters" / "bench.yaml").write_text(
+        "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\nmetadata: {name: bench}\n"
+        f"spec:\n  vars: {{env: bench}}\n  kubernetes: {{kubeconfig: '{kubeconfig}'}}\n"
+    )
+    (root / "releases").mkdir()
+    for i in range(releases):
+        name = f"app-{i:04d}"
+        app = root / "apps" / name
+        app.mkdir(parents=True)
+        for file, text in app_files().items():
+            (app / file).write_text(text)
+        (root / "releases" / f"{name}.yaml").write_text(
+            "apiVersion: convoy.dev/v1alpha1\nkind: Release\n"
+            f"metadata: {{name: {name}}}\n"
+            f"spec:\n  cluster: bench\n  namespace: {name}\n  source: {{path: apps/{name}}}\n"
+            "  failurePolicy: {progressDeadline: 10m}\n"
+        )
+    git = ["git", "-C", str(root)]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "config", "user.name", "bench"], check=True)
+    subprocess.run([*git, "config", "user.email", "bench@localhost"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "bench"], check=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def control_plane(folder: Path) -> Iterator[Path]:
+    """The project's test control plane on free ports; yields its kubeconfig."""
+    env = dict(os.environ)
+    env.update(
+        CONVOY_K8S_PORT=str(_free_port()),
+        CONVOY_K8S_ETCD_PORT=str(_free_port()),
+        CONVOY_K8S_ETCD_PEER_PORT=str(_free_port()),
+    )
+    done = subprocess.run(
+        [str(SCRIPT), "start", str(folder)], env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"cannot start the test control plane: {done.stderr.strip()}")
+    try:
+        yield folder / "kubeconfig"
+    finally:
+        subprocess.run([str(SCRIPT), "stop", str(folder)], env=env, check=False)
+
+
+def timed(fn: Callable[[], object]) -> tuple[float, str]:
+    start = time.perf_counter()
+    detail = str(fn())
+    return time.perf_counter() - start, detail
+
+
+def kubectl_runs(kubectl: str, kubeconfig: Path, work: Path, n: int) -> list[tuple[str, float]]:
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    per = work / "kubectl-per-release"
+    per.mkdir()
+    files = []
+    for i in range(n):
+        path = per / f"kr-{i:04d}.yaml"
+        path.write_text(rendered(f"app-{i:04d}", f"kr-{i:04d}"))
+        files.append(path)
+    single = work / "kubectl-single.yaml"
+    single.write_text("---\n".join(rendered(f"app-{i:04d}", f"ks-{i:04d}") for i in range(n)))
+
+    def apply(path: Path) -> None:
+        cmd = [kubectl, "apply", "--server-side", "-f", str(path)]
+        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+
+    def each() -> None:
+        for path in files:
+            apply(path)
+
+    results = []
+    for label, fn in (("per Release", each), ("single call", lambda: apply(single))):
+        for phase in ("first", "steady"):
+            results.append((f"kubectl {label}, {phase}", timed(fn)[0]))
+    return results
+
+
+def convoy_tick(repo: Path, state: Path, minutes: int) -> Callable[[], str]:
+    def run() -> str:
+        before = kubeapi.write_count()
+        report = run_tick(repo, state, T0 + timedelta(minutes=minutes), all_releases=True)
+        errors = [h.outcome.message for h in report.handled if h.outcome.is_error]
+        writes = kubeapi.write_count() - before
+        first_error = f" first error: {errors[0]}" if errors else ""
+        return f"reconciled={len(report.handled)} errors={len(errors)} writes={writes}{first_error}"
+
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--releases", type=int, default=100)
+    parser.add_argument("--kubeconfig", type=Path, default=None)
+    parser.add_argument("--kubectl", default=None, help="default: Debian's kubectl 1.20")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="convoy-k8s-bench-"))
+    kubectl = (
+        args.kubectl
+        or subprocess.run(
+            [str(SCRIPT), "kubectl"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
+    with control_plane(work / "k8s") if args.kubeconfig is None else _given(args.kubeconfig) as kc:
+        repo, state = work / "repo", work / "state"
+        build_repo(repo, args.releases, kc.resolve())
+        rows = []
+        for label, minutes in (("convoy-batch first tick", 0), ("convoy-batch steady tick", 1)):
+            wall, detail = timed(convoy_tick(repo, state, minutes))
+            rows.append((label, wall, detail))
+        rows += [
+            (label, wall, "") for label, wall in kubectl_runs(kubectl, kc, work, args.releases)
+        ]
+    print(f"{args.releases} Releases x (Namespace + 5 objects), real kube-apiserver 1.20")
+    print(f"{'run':<34} {'wall s':>8}  detail")
+    for label, wall, detail in rows:
+        print(f"{label:<34} {wall:8.2f}  {detail}")
+
+
+@contextmanager
+def _given(kubeconfig: Path) -> Iterator[Path]:
+    yield kubeconfig
+
+
+if __name__ == "__main__":
+    main()

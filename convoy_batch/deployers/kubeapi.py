@@ -1,0 +1,220 @@
+"""Talking to a Kubernetes API server: kubeconfig loading, one HTTP transport, discovery.
+Does network I/O.
+
+The ``kubernetes`` package loads the kubeconfig (contexts, certificates, tokens, exec
+plugins); requests go through one urllib3 pool built from that configuration, with raw
+JSON in and out, because the generated typed client spends most of its time converting
+objects we only pass through. Messages never carry credentials: errors are built from
+the server's ``Status.message`` and the kubeconfig path, nothing else.
+
+Request counts per method (and dry runs apart) are kept in ``COUNTS`` for the benchmark
+and for logs.
+"""
+
+import json
+import os
+import ssl
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from convoy_batch.errors import ClusterUnavailable
+from convoy_batch.models import KubernetesTarget
+
+COUNTS: Counter[str] = Counter()
+"""Requests sent by this process: ``GET``, ``PATCH``, ``DELETE``..., ``dry-run PATCH``."""
+
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+TIMEOUT = urllib3.Timeout(connect=5.0, read=60.0)
+# Connection failures are retried briefly; a request that reached the server is not.
+RETRIES = urllib3.Retry(total=2, connect=2, read=0, status=0, redirect=0, backoff_factor=0.2)
+POOL_SIZE = 8
+
+
+def write_count() -> int:
+    """Write requests (not dry runs) sent by this process so far."""
+    return sum(n for method, n in COUNTS.items() if method in WRITE_METHODS)
+
+
+class Unreachable(Exception):
+    """The server could not be reached or did not answer (no HTTP status)."""
+
+
+class ApiError(Exception):
+    """An HTTP answer other than 2xx, with the server's one-line message."""
+
+    def __init__(self, status: int, reason: str, message: str, details: Mapping[str, Any]):
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.details = details
+
+
+# --- kubeconfig -----------------------------------------------------------------------
+
+
+def kubeconfig_path(target: KubernetesTarget, base: Path) -> str:
+    """``spec.kubernetes.kubeconfig`` (relative to ``base``), else ``$KUBECONFIG``, else
+    ``~/.kube/config``. ``$KUBECONFIG`` may list several files, as kubectl allows."""
+    if target.kubeconfig:
+        path = Path(target.kubeconfig).expanduser()
+        return str(path if path.is_absolute() else base / path)
+    env = os.environ.get("KUBECONFIG")
+    return env if env else str(Path("~/.kube/config").expanduser())
+
+
+def load_configuration(target: KubernetesTarget, base: Path, where: str) -> Any:
+    """The client configuration for the target's kubeconfig and context (ClusterUnavailable)."""
+    path = kubeconfig_path(target, base)
+    configuration = k8s_client.Configuration()
+    try:
+        k8s_config.load_kube_config(
+            config_file=path,
+            context=target.context,
+            client_configuration=configuration,
+            persist_config=False,
+        )
+    except (k8s_config.ConfigException, OSError, ValueError, TypeError) as exc:
+        # The loader's messages name files and keys, never token values.
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ClusterUnavailable(f"{where}: cannot load kubeconfig {path}: {first_line}") from None
+    return configuration
+
+
+def _pool(configuration: Any) -> urllib3.PoolManager:
+    kwargs: dict[str, Any] = {
+        "num_pools": 2,
+        "maxsize": POOL_SIZE,
+        "cert_reqs": ssl.CERT_REQUIRED if configuration.verify_ssl else ssl.CERT_NONE,
+        "ca_certs": configuration.ssl_ca_cert,
+        "cert_file": configuration.cert_file,
+        "key_file": configuration.key_file,
+        "retries": RETRIES,
+        "timeout": TIMEOUT,
+    }
+    if configuration.assert_hostname is not None:
+        kwargs["assert_hostname"] = configuration.assert_hostname
+    server_name = getattr(configuration, "tls_server_name", None)
+    if server_name:
+        kwargs["server_hostname"] = server_name
+    if configuration.proxy:
+        headers = configuration.proxy_headers or {}
+        return urllib3.ProxyManager(configuration.proxy, proxy_headers=headers, **kwargs)
+    return urllib3.PoolManager(**kwargs)
+
+
+# --- requests ---------------------------------------------------------------------------
+
+
+def _status_error(status: int, data: bytes) -> ApiError:
+    try:
+        body = json.loads(data)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        text = data.decode("utf-8", "replace").strip().splitlines()
+        return ApiError(status, "", f"HTTP {status}: {text[0] if text else 'no body'}", {})
+    message = str(body.get("message") or f"HTTP {status}")
+    return ApiError(status, str(body.get("reason") or ""), message, body.get("details") or {})
+
+
+class KubeApi:
+    """One API server: raw JSON requests and per-instance discovery (one tick)."""
+
+    def __init__(self, configuration: Any, where: str) -> None:
+        self.host = str(configuration.host).rstrip("/")
+        self.where = where
+        self._configuration = configuration
+        self._pool = _pool(configuration)
+        self._discovery: dict[str, dict[str, Resource]] = {}
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": "convoy-batch"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        # auth_settings() runs the kubeconfig's refresh hook (exec plugins, expiring tokens).
+        for setting in self._configuration.auth_settings().values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[str(setting["key"])] = str(setting["value"])
+        return headers
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+    ) -> Any:
+        """The decoded JSON answer (Unreachable, ApiError)."""
+        url = self.host + path + (f"?{urlencode(query)}" if query else "")
+        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        dry = bool(query and query.get("dryRun"))
+        COUNTS[f"dry-run {method}" if dry else method] += 1
+        try:
+            response = self._pool.request(
+                method, url, body=data, headers=self._headers(content_type)
+            )
+        except urllib3.exceptions.HTTPError as exc:
+            raise Unreachable(f"{self.host}: {_reason(exc)}") from None
+        if response.status in (502, 503, 504):
+            raise Unreachable(f"{self.host}: HTTP {response.status} ({method} {path})")
+        if response.status >= 300:
+            raise _status_error(response.status, response.data)
+        return json.loads(response.data) if response.data else {}
+
+    # --- discovery --------------------------------------------------------------------
+
+    def resources(self, api_version: str, refresh: bool = False) -> dict[str, "Resource"]:
+        """Kind -> Resource served for one group version (cached; empty when not served)."""
+        if refresh or api_version not in self._discovery:
+            self._discovery[api_version] = self._discover(api_version)
+        return self._discovery[api_version]
+
+    def _discover(self, api_version: str) -> dict[str, "Resource"]:
+        path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+        try:
+            listing = self.request("GET", path)
+        except ApiError as exc:
+            if exc.status == 404:
+                return {}
+            raise
+        found: dict[str, Resource] = {}
+        for item in listing.get("resources") or []:
+            name = str(item.get("name", ""))
+            if "/" in name or not item.get("kind"):
+                continue  # subresources such as deployments/status
+            kind = str(item["kind"])
+            found[kind] = Resource(api_version, kind, name, bool(item.get("namespaced")))
+        return found
+
+
+def _reason(exc: Exception) -> str:
+    """A short cause for a transport error (the innermost one of a retry chain)."""
+    inner = getattr(exc, "reason", None) or exc
+    text = str(inner).strip()
+    # urllib3 repeats object reprs ("<urllib3.connection.HTTPSConnection object at 0x..>: ...").
+    return text.split(">: ", 1)[-1] if ">: " in text else text or type(inner).__name__
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A served kind: where its objects live in the API."""
+
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        root = f"/apis/{self.api_version}" if "/" in self.api_version else "/api/v1"
+        where = f"/namespaces/{quote(namespace, safe='')}" if self.namespaced and namespace else ""
+        tail = f"/{quote(name, safe='')}" if name else ""
+        return f"{root}{where}/{self.plural}{tail}"

@@ -1,0 +1,382 @@
+"""The Kubernetes deployer (SPEC 12.2): server-side apply against a real API server.
+Does network I/O (through :class:`~convoy_batch.deployers.kubeapi.KubeApi`); the pure
+rules (what needs no request, apply stages) are :mod:`convoy_batch.deployers.kubediff`.
+
+One instance lives for one tick, so its caches are per tick:
+
+- discovery, per group version, for each kind's plural and scope;
+- live objects: one LIST per kind with the ``convoy.dev/release`` label selector, across
+  all namespaces (per namespace when the credentials may not list cluster-wide), shared
+  by every Release of the tick and kept current with the server's answers to our own
+  writes. ``get_many`` (the observer), ``dry_run`` and ``apply`` all read it.
+
+Decisions where the spec is silent:
+
+- An object whose live state already matches the render is neither dry-run nor applied:
+  its ``convoy.dev/render`` annotation equals the render's (so the last apply by
+  convoy-batch was this very manifest) and every field of the manifest has the same
+  value live (nothing drifted). A quiet tick therefore only reads.
+- Dry run: objects that cannot be dry-run yet (in a namespace, or of a kind, that the
+  same render creates) get the checks the directory cluster makes instead. A hook whose live
+  copy belongs to another render is dry-run as a create under a generated name.
+- Namespaces before their contents: a Namespace of the render (seen by its dry run) is
+  applied first whenever an object needs it and it does not exist yet, even when the
+  Namespace sits in a later wave than a PreSync hook.
+- Apply, within one call: Namespaces, then CRDs (each waited for until the server
+  serves its kind), then the rest in kind order, several requests at a time; the first
+  failure in that order is the one reported.
+- Hooks (``convoy.dev/hook``) are re-created when the live copy's ``convoy.dev/render``
+  differs (deleted in the background, then applied) and left alone for the same render.
+- Prune deletes with foreground propagation and waits briefly; an object still there
+  (its dependents being deleted) is reported as not yet gone and retried next tick.
+"""
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from convoy_batch.deployers.base import Manifest, key_of
+from convoy_batch.deployers.kubeapi import (
+    POOL_SIZE,
+    ApiError,
+    KubeApi,
+    Resource,
+    Unreachable,
+    load_configuration,
+)
+from convoy_batch.deployers.kubediff import (
+    BatchContext,
+    Identity,
+    annotation,
+    crd_kinds,
+    identity,
+    meta,
+    settled,
+    shape_problem,
+    stages,
+)
+from convoy_batch.errors import ApplyFailed, ClusterUnavailable, DryRunFailed, PruneFailed
+from convoy_batch.kinds import group_of
+from convoy_batch.models import (
+    ANNOTATION_HOOK,
+    ANNOTATION_RENDER,
+    LABEL_RELEASE,
+    Cluster,
+    ObjectKey,
+)
+
+log = logging.getLogger("convoy_batch")
+
+FIELD_MANAGER = "convoy-batch"
+APPLY_PATCH = "application/apply-patch+yaml"
+CRD_WAIT = 60.0  # seconds for a new CRD's kind to be served
+DELETE_WAIT = 2.0  # seconds a prune waits for the object to disappear
+HOOK_DELETE_WAIT = 60.0
+POLL = 0.1
+
+T = TypeVar("T")
+
+
+def from_cluster(cluster: Cluster, state_dir: Path) -> "KubernetesDeployer":
+    """The deployer for a Cluster with ``spec.kubernetes`` (ClusterUnavailable: no kubeconfig).
+    A relative kubeconfig path is relative to the state directory, as directory paths are."""
+    target = cluster.spec.kubernetes
+    assert target is not None  # make_deployer only calls this for Kubernetes Clusters
+    where = f"clusters/{cluster.name}.yaml"
+    return KubernetesDeployer(KubeApi(load_configuration(target, state_dir, where), where))
+
+
+class KubernetesDeployer:
+    """A Deployer over one API server, for one tick (see module doc)."""
+
+    def __init__(self, api: KubeApi) -> None:
+        self.api = api
+        self._live: dict[Identity, Manifest | None] = {}
+        self._listed: set[tuple[str, str, str | None]] = set()  # (apiVersion, kind, ns | None=all)
+        self._no_cluster_list: set[tuple[str, str]] = set()
+        self._crds: set[tuple[str, str]] = set()
+        self._namespaces: dict[str, Manifest] = {}  # the Namespaces of renders dry-run this tick
+        self._namespace_names: set[str] = set()  # every namespace known to exist this tick
+        # (identity, render) -> the live copy it was found settled against, this tick
+        self._settled_pairs: dict[tuple[Identity, str | None], Manifest] = {}
+        self._all_namespaces: bool | None = None  # listed every namespace (None: not yet)
+        self._workers = ThreadPoolExecutor(max_workers=POOL_SIZE, thread_name_prefix="convoy-k8s")
+
+    # --- reads ----------------------------------------------------------------------
+
+    def _resource(self, api_version: str, kind: str) -> Resource | None:
+        found = self.api.resources(api_version).get(kind)
+        if found is None and (group_of(api_version), kind) in self._crds:
+            found = self.api.resources(api_version, refresh=True).get(kind)
+        return found
+
+    def _list(self, resource: Resource, namespace: str | None) -> None:
+        query = {"labelSelector": LABEL_RELEASE, "limit": "500"}
+        path = resource.path(namespace)
+        while True:
+            page = self.api.request("GET", path, query)
+            for item in page.get("items") or []:
+                item["apiVersion"], item["kind"] = resource.api_version, resource.kind
+                item.get("metadata", {}).pop("managedFields", None)
+                self._live[identity(item)] = item
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
+            query = {**query, "continue": str(token)}
+
+    def _ensure_listed(self, api_version: str, kind: str, namespaces: set[str | None]) -> None:
+        if (api_version, kind, None) in self._listed:
+            return
+        resource = self._resource(api_version, kind)
+        if resource is None:
+            return
+        if (api_version, kind) not in self._no_cluster_list:
+            try:
+                self._list(resource, None)
+                self._listed.add((api_version, kind, None))
+                return
+            except ApiError as exc:
+                if exc.status != 403 or not resource.namespaced:
+                    raise
+                self._no_cluster_list.add((api_version, kind))
+        for namespace in namespaces:
+            if (api_version, kind, namespace) not in self._listed:
+                self._list(resource, namespace)
+                self._listed.add((api_version, kind, namespace))
+
+    def _lookup(self, keys: Iterable[ObjectKey]) -> dict[ObjectKey, Manifest | None]:
+        keys = list(keys)
+        wanted: dict[tuple[str, str], set[str | None]] = {}
+        for key in keys:
+            wanted.setdefault((key.api_version, key.kind), set()).add(key.namespace)
+        for (api_version, kind), namespaces in wanted.items():
+            self._ensure_listed(api_version, kind, namespaces)
+        return {key: self._live.get(key.identity()) for key in keys}
+
+    def get_many(self, keys: Iterable[ObjectKey]) -> dict[ObjectKey, Manifest | None]:
+        """Live objects carrying the ``convoy.dev/release`` label, one LIST per kind."""
+        try:
+            return self._lookup(keys)
+        except Unreachable as exc:
+            raise ClusterUnavailable(f"{self.api.where}: {exc}") from None
+        except ApiError as exc:
+            raise ClusterUnavailable(f"{self.api.where}: list: {exc}") from None
+
+    def get(self, key: ObjectKey) -> Manifest | None:
+        """The live object, read now."""
+        try:
+            return self._get(key)
+        except Unreachable as exc:
+            raise ClusterUnavailable(f"{self.api.where}: {exc}") from None
+        except ApiError as exc:
+            raise ClusterUnavailable(f"{self.api.where}: get {key}: {exc}") from None
+
+    def _get(self, key: ObjectKey) -> Manifest | None:
+        resource = self._resource(key.api_version, key.kind)
+        if resource is None:
+            return None
+        try:
+            obj: Manifest = self.api.request("GET", resource.path(key.namespace, key.name))
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return obj
+
+    def _settled(self, desired: Manifest, live: Manifest | None) -> bool:
+        """``settled``, remembered per (object, render) and live copy: the apply that follows
+        a dry run in the same reconcile does not compare the same pair again."""
+        if live is None:
+            return False
+        memo = (identity(desired), annotation(desired, ANNOTATION_RENDER))
+        if self._settled_pairs.get(memo) is live:
+            return True
+        if settled(desired, live):
+            self._settled_pairs[memo] = live
+            return True
+        return False
+
+    def _live_of(self, objects: Sequence[Manifest]) -> dict[Identity, Manifest | None]:
+        found = self.get_many(key_of(o) for o in objects)
+        return {key.identity(): obj for key, obj in found.items()}
+
+    # --- dry run --------------------------------------------------------------------
+
+    def dry_run(self, objects: Sequence[Manifest]) -> None:
+        """DryRunFailed (server's message, object) for the first object the server refuses."""
+        if problem := next(filter(None, map(shape_problem, objects)), None):
+            raise DryRunFailed(f"dry run refused {problem}")
+        self._namespaces.update(
+            (str(meta(o).get("name")), o) for o in objects if o.get("kind") == "Namespace"
+        )
+        live = self._live_of(objects)
+        todo = [o for o in objects if not self._settled(o, live.get(identity(o)))]
+        context = BatchContext(objects)
+        try:
+            context.pending = {n for n in context.namespaces if not self._namespace_exists(n, live)}
+        except Unreachable as exc:
+            raise ClusterUnavailable(f"{self.api.where}: {exc}") from None
+        except ApiError as exc:
+            raise DryRunFailed(f"dry run: reading the namespaces: {exc}") from None
+        problems = self._run(lambda o: self._dry_run_one(o, live, context), todo)
+        if found := next(filter(None, problems), None):
+            raise DryRunFailed(found)
+
+    def _dry_run_one(
+        self, obj: Manifest, live: Mapping[Identity, Manifest | None], context: BatchContext
+    ) -> str | None:
+        key = key_of(obj)
+        resource = self._resource(key.api_version, key.kind)
+        if resource is None:
+            if (key.group, key.kind) in context.crd_kinds:
+                return context.local_problem(obj)
+            return f"dry run refused {key}: the server has no kind {key.kind} in {key.api_version}"
+        if key.namespace in context.pending:
+            return context.local_problem(obj)  # its namespace comes with this render
+        current = live.get(key.identity())
+        try:
+            if annotation(obj, ANNOTATION_HOOK) and current is not None:
+                self._dry_run_create(resource, obj)
+            else:
+                self._patch(resource, obj, dry_run=True)
+        except Unreachable as exc:
+            raise ClusterUnavailable(f"{self.api.where}: {exc}") from None
+        except ApiError as exc:
+            if exc.status == 404 and key.namespace in context.namespaces:
+                return context.local_problem(obj)  # its namespace comes with this render
+            return f"dry run refused {key}: {exc}"
+        return None
+
+    def _namespace_exists(self, name: str, live: Mapping[Identity, Manifest | None]) -> bool:
+        """From the labelled listing, else from one LIST of every namespace per tick (they
+        are few; someone else may have created it), else, when that is forbidden, a GET."""
+        if live.get(("", "Namespace", "", name)) is not None or name in self._namespace_names:
+            return True
+        if self._all_namespaces is None:
+            try:
+                listing = self.api.request("GET", "/api/v1/namespaces")
+                items = listing.get("items") or []
+                self._all_namespaces = True
+                self._namespace_names.update(str(i["metadata"]["name"]) for i in items)
+            except ApiError as exc:
+                if exc.status != 403:
+                    raise
+                self._all_namespaces = False
+        if self._all_namespaces:
+            return name in self._namespace_names
+        return self._get(ObjectKey(api_version="v1", kind="Namespace", name=name)) is not None
+
+    def _dry_run_create(self, resource: Resource, obj: Manifest) -> None:
+        """A create under a generated name: the live copy of a hook is replaced, not patched."""
+        created = {k: v for k, v in meta(obj).items() if k != "name"}
+        created["generateName"] = str(meta(obj).get("name", ""))[:50] + "-"
+        query = {"dryRun": "All", "fieldManager": FIELD_MANAGER}
+        body = {**obj, "metadata": created}
+        self.api.request("POST", resource.path(created.get("namespace")), query, body)
+
+    # --- apply ----------------------------------------------------------------------
+
+    def apply(self, objects: Sequence[Manifest]) -> None:
+        """Server-side apply (manager convoy-batch, force) of what differs from live."""
+        try:
+            objects = [*self._missing_namespaces(objects), *objects]
+            live = self._live_of(objects)
+            self._crds |= crd_kinds(objects)
+            for stage in stages(objects):
+                todo = [o for o in stage if not self._settled(o, live.get(identity(o)))]
+                problems = self._run(lambda o: self._apply_one(o, live.get(identity(o))), todo)
+                if found := next(filter(None, problems), None):
+                    raise ApplyFailed(found)
+        except Unreachable as exc:
+            raise ClusterUnavailable(f"{self.api.where}: {exc}") from None
+
+    def _missing_namespaces(self, objects: Sequence[Manifest]) -> list[Manifest]:
+        """Namespaces of the render (seen by its dry run) that these objects need and that
+        do not exist yet: a PreSync hook or an early wave may live in a namespace that the
+        render creates in a later wave."""
+        present = {str(meta(o).get("name")) for o in objects if o.get("kind") == "Namespace"}
+        needed = {str(meta(o).get("namespace") or "") for o in objects} - present
+        wanted = [self._namespaces[n] for n in sorted(needed) if n in self._namespaces]
+        found = self.get_many(key_of(ns) for ns in wanted)
+        return [ns for ns in wanted if found.get(key_of(ns)) is None]
+
+    def _apply_one(self, obj: Manifest, current: Manifest | None) -> str | None:
+        key = key_of(obj)
+        try:
+            resource = self._served(key)
+            if resource is None:
+                return f"apply {key}: the server has no kind {key.kind} in {key.api_version}"
+            if annotation(obj, ANNOTATION_HOOK) and current is not None:
+                log.info("%s: re-creating the hook for a new render", key)
+                if not self._delete_and_wait(resource, key, "Background", HOOK_DELETE_WAIT):
+                    return f"apply {key}: the previous render's hook is still being deleted"
+            applied = self._patch(resource, obj, dry_run=False)
+        except ApiError as exc:
+            return f"apply {key}: {exc}"
+        applied.get("metadata", {}).pop("managedFields", None)
+        self._live[key.identity()] = applied
+        if key.kind == "Namespace" and not key.group:
+            self._namespace_names.add(key.name)
+        return None
+
+    def _served(self, key: ObjectKey) -> Resource | None:
+        """The kind's resource, waiting for a CRD applied in this tick to be established."""
+        resource = self._resource(key.api_version, key.kind)
+        if resource is not None or (key.group, key.kind) not in self._crds:
+            return resource
+        deadline = time.monotonic() + CRD_WAIT
+        while resource is None and time.monotonic() < deadline:
+            time.sleep(POLL)
+            resource = self.api.resources(key.api_version, refresh=True).get(key.kind)
+        return resource
+
+    def _patch(self, resource: Resource, obj: Manifest, dry_run: bool) -> Manifest:
+        query = {"fieldManager": FIELD_MANAGER, "force": "true"}
+        if dry_run:
+            query["dryRun"] = "All"
+        path = resource.path(meta(obj).get("namespace"), str(meta(obj).get("name")))
+        result: Manifest = self.api.request("PATCH", path, query, obj, APPLY_PATCH)
+        return result
+
+    def _run(self, fn: Callable[[Manifest], T], items: Sequence[Manifest]) -> list[T]:
+        """``fn`` over ``items``, several at a time; results in the items' order."""
+        if len(items) <= 1:
+            return [fn(item) for item in items]
+        return list(self._workers.map(fn, items))
+
+    # --- delete ---------------------------------------------------------------------
+
+    def delete(self, key: ObjectKey) -> bool:
+        """Foreground delete; True once the object is gone (PruneFailed, ClusterUnavailable)."""
+        try:
+            resource = self._resource(key.api_version, key.kind)
+            if resource is None:
+                return True  # the kind is no longer served: nothing of it is left
+            gone = self._delete_and_wait(resource, key, "Foreground", DELETE_WAIT)
+        except Unreachable as exc:
+            raise ClusterUnavailable(f"{self.api.where}: {exc}") from None
+        except ApiError as exc:
+            raise PruneFailed(f"delete {key}: {exc}") from None
+        if gone:
+            self._live[key.identity()] = None
+        return gone
+
+    def _delete_and_wait(
+        self, resource: Resource, key: ObjectKey, policy: str, wait: float
+    ) -> bool:
+        path = resource.path(key.namespace, key.name)
+        try:
+            self.api.request("DELETE", path, {"propagationPolicy": policy})
+        except ApiError as exc:
+            if exc.status == 404:
+                return True
+            raise
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if self._get(key) is None:
+                return True
+            time.sleep(POLL)
+        return False

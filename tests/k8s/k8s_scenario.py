@@ -1,0 +1,51 @@
+"""The scenario harness of ``tests/scenario.py`` with a Kubernetes Cluster: the GitOps
+repository's Cluster points at the session's real API server. Each test uses its own
+Release names, so its own namespaces, on the shared server."""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from tests.k8s.testenv import KubeEnv
+from tests.scenario import Scenario
+
+NAMESPACE = "apiVersion: v1\nkind: Namespace\nmetadata: {name: ${namespace}}\n"
+
+
+def kube_cluster(kubeconfig: Path) -> str:
+    return (
+        "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\nmetadata: {name: staging}\n"
+        f"spec:\n  vars: {{env: staging}}\n  kubernetes: {{kubeconfig: '{kubeconfig}'}}\n"
+    )
+
+
+class KubeScenario(Scenario):
+    def __init__(self, kube: KubeEnv, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        super().__init__(tmp_path, capsys)
+        self.kube = kube
+        self.commit({"clusters/staging.yaml": kube_cluster(kube.kubeconfig)}, "kubernetes cluster")
+
+    def app(self, name: str = "web", **kwargs: Any) -> str:  # type: ignore[override]
+        extra = {"namespace.yaml": NAMESPACE, **kwargs.pop("extra", {})}
+        return super().app(name, extra=extra, **kwargs)
+
+    # --- the live cluster ------------------------------------------------------------
+
+    def deployment(self, name: str) -> Any:
+        return self.kube.apps.read_namespaced_deployment(name, name)
+
+    def deployment_image(self, name: str = "web") -> str:
+        return str(self.deployment(name).spec.template.spec.containers[0].image)
+
+    def configmap(self, namespace: str, name: str) -> Any | None:
+        try:
+            return self.kube.core.read_namespaced_config_map(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def ready(self, name: str) -> None:
+        self.kube.deployment_ready(name, name)

@@ -1,0 +1,79 @@
+"""When the Kubernetes deployer sends nothing: ``covers``, ``unchanged`` and ``settled``
+(pure; no server)."""
+
+from typing import Any
+
+import pytest
+
+from convoy_batch.deployers.kubediff import covers, settled, unchanged
+
+R1 = {"convoy.dev/render": "sha256:1"}
+R2 = {"convoy.dev/render": "sha256:2"}
+
+
+def obj(annotations: dict[str, str], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "n", "annotations": annotations},
+        "data": spec,
+    }
+
+
+def live(annotations: dict[str, str], **spec: Any) -> dict[str, Any]:
+    found = obj(annotations, **spec)
+    found["metadata"].update(uid="u", resourceVersion="7", labels={"added": "by-server"})
+    return found
+
+
+@pytest.mark.parametrize(
+    ("desired", "found", "expected"),
+    [
+        pytest.param({"a": 1}, {"a": 1, "b": 2}, True, id="server-added-fields-do-not-count"),
+        pytest.param({"a": 1}, {"a": 2}, False, id="a-changed-value-counts"),
+        pytest.param({"a": 1}, {}, False, id="a-missing-field-counts"),
+        pytest.param({"a": None}, {}, True, id="null-means-absent"),
+        pytest.param([{"n": 1}], [{"n": 1, "d": 0}], True, id="list-elements-may-gain-defaults"),
+        pytest.param([1, 2], [1], False, id="list-lengths-must-match"),
+        pytest.param([1, 2], [2, 1], False, id="list-order-counts"),
+        pytest.param(True, 1, False, id="a-boolean-is-not-a-number"),
+        pytest.param(1, 1.0, True, id="numbers-compare-by-value"),
+    ],
+)
+def test_covers_compares_only_the_fields_of_the_manifest(
+    desired: Any, found: Any, expected: bool
+) -> None:
+    assert covers(desired, found) is expected
+
+
+@pytest.mark.parametrize(
+    ("desired", "found", "expected"),
+    [
+        pytest.param(obj(R1, a="1"), live(R1, a="1"), True, id="same-render-same-values"),
+        pytest.param(obj(R1, a="1"), live(R1, a="2"), False, id="drifted-value"),
+        pytest.param(obj(R2, a="1"), live(R1, a="1"), False, id="another-render"),
+        pytest.param(obj(R1, a="1"), None, False, id="not-there"),
+        pytest.param(obj({}, a="1"), live({}, a="1"), False, id="no-render-annotation"),
+    ],
+)
+def test_unchanged_needs_the_same_render_and_no_drift(
+    desired: dict[str, Any], found: dict[str, Any] | None, expected: bool
+) -> None:
+    assert unchanged(desired, found) is expected
+
+
+HOOK = {"convoy.dev/hook": "PreSync"}
+
+
+@pytest.mark.parametrize(
+    ("desired", "found", "expected"),
+    [
+        pytest.param(obj(R1 | HOOK), live(R1 | HOOK, done="yes"), True, id="hook-of-this-render"),
+        pytest.param(obj(R2 | HOOK), live(R1 | HOOK), False, id="hook-of-another-render"),
+        pytest.param(obj(R1 | HOOK), None, False, id="hook-not-there"),
+    ],
+)
+def test_a_hook_is_settled_once_created_for_its_render(
+    desired: dict[str, Any], found: dict[str, Any] | None, expected: bool
+) -> None:
+    assert settled(desired, found) is expected

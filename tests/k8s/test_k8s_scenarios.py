@@ -1,0 +1,273 @@
+"""End-to-end scenarios against a real kube-apiserver with its controller-manager.
+
+The tests play the kubelet (pod status) and move time only through ``--now``; each
+test has its own Release names, hence its own namespaces on the shared server.
+"""
+
+from typing import Any
+
+from convoy_batch.deployers import kubeapi
+from tests.k8s.k8s_scenario import KubeScenario
+from tests.k8s.testenv import eventually
+from tests.scenario import FAILURE_POLICY
+
+CRD = """\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.${release}.convoy.test}
+spec:
+  group: ${release}.convoy.test
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {size: {type: integer}}}
+"""
+WIDGET = """\
+apiVersion: ${release}.convoy.test/v1
+kind: Widget
+metadata: {name: gadget}
+spec: {size: 3}
+"""
+WAVED = "  syncPolicy: {waves: {healthStrategy: Healthy, timeout: 5m}}\n"
+LATE = (
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: late\n"
+    '  annotations: {convoy.dev/sync-wave: "1"}\ndata: {a: b}\n'
+)
+HOOK = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: migrate
+  annotations: {convoy.dev/hook: PreSync}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: migrate, image: example/migrate}]
+"""
+
+
+def managers(obj: Any) -> dict[str, str]:
+    return {m.manager: str(m.fields_v1) for m in obj.metadata.managed_fields or []}
+
+
+def succeed(s: KubeScenario, name: str, **kwargs: Any) -> str:
+    s.app(name, **kwargs)
+    result = s.reconcile(name, minutes=0)
+    assert result.code == 0, result.err
+    s.ready(name)
+    assert s.reconcile(name, minutes=1).code == 0
+    status = s.status(name)
+    assert status["rollout"]["state"] == "Succeeded", status
+    return str(status["rollout"]["renderRef"])
+
+
+def test_first_rollout_of_deployment_configmap_crd_and_custom_resource_succeeds(
+    kscenario: KubeScenario,
+) -> None:
+    s = kscenario
+    s.app("first", extra={"crd.yaml": CRD, "widget.yaml": WIDGET})
+    result = s.reconcile("first", minutes=0)
+    assert result.code == 0, result.err
+    status = s.status("first")
+    assert status["rollout"]["state"] == "Progressing"
+    assert status["lastAttempted"]["reason"] == "Synced"
+    ref = status["rollout"]["renderRef"]
+    widget = s.kube.custom.get_namespaced_custom_object(
+        "first.convoy.test", "v1", "first", "widgets", "gadget"
+    )
+    assert widget["spec"] == {"size": 3}
+    assert widget["metadata"]["annotations"]["convoy.dev/render"] == ref
+    assert "convoy-batch" in managers(s.deployment("first"))
+    assert s.configmap("first", "first-config").data == {"env": "staging"}
+
+    s.ready("first")
+    assert s.reconcile("first", minutes=1).code == 0
+    status = s.status("first")
+    assert status["rollout"]["state"] == "Succeeded"
+    assert status["lastHealthy"]["renderRef"] == ref
+
+
+def test_a_render_whose_pods_never_turn_ready_rolls_back_to_the_healthy_template(
+    kscenario: KubeScenario,
+) -> None:
+    s = kscenario
+    good = succeed(s, "back")
+    s.app("back", image="2.0")
+    assert s.reconcile("back", minutes=2).code == 0
+    assert s.deployment_image("back") == "example/back:2.0"
+    assert s.reconcile("back", minutes=5).code == 0
+    assert s.status("back")["rollout"]["state"] == "Progressing"
+    assert s.reconcile("back", minutes=13).code == 0
+    status = s.status("back")
+    assert status["rollout"]["state"] == "RolledBack"
+    assert status["rollout"]["reason"] == "ProgressDeadlineExceeded"
+    assert status["lastAttempted"]["renderRef"] == good
+    live = s.deployment("back")
+    assert live.spec.template.spec.containers[0].image == "example/back:1.0"
+    assert live.metadata.annotations["convoy.dev/render"] == good
+
+
+def test_waves_wait_on_the_real_health_of_the_previous_wave(kscenario: KubeScenario) -> None:
+    s = kscenario
+    s.app("waves", extra={"late.yaml": LATE}, spec_extra=WAVED + FAILURE_POLICY)
+    assert s.reconcile("waves", minutes=0).code == 0
+    assert s.status("waves")["lastAttempted"]["reason"] == "WaitingForWaveHealth"
+    assert s.configmap("waves", "late") is None
+    assert s.reconcile("waves", minutes=1).code == 0
+    assert s.configmap("waves", "late") is None
+    s.ready("waves")
+    assert s.reconcile("waves", minutes=2).code == 0
+    assert s.status("waves")["lastAttempted"]["reason"] == "Synced"
+    assert s.configmap("waves", "late") is not None
+
+
+def test_a_presync_hook_job_runs_once_per_render(kscenario: KubeScenario) -> None:
+    s = kscenario
+    s.app("hooked", extra={"hook.yaml": HOOK})
+    assert s.reconcile("hooked", minutes=0).code == 0
+    assert s.status("hooked")["lastAttempted"]["reason"] == "WaitingForWaveHealth"
+    first = s.kube.batch.read_namespaced_job("migrate", "hooked")
+    assert s.kube.apps.list_namespaced_deployment("hooked").items == []
+    s.kube.job_succeeded("hooked", "migrate")
+    assert s.reconcile("hooked", minutes=1).code == 0
+    assert s.deployment_image("hooked") == "example/hooked:1.0"
+    assert s.reconcile("hooked", minutes=2).code == 0
+    same = s.kube.batch.read_namespaced_job("migrate", "hooked")
+    assert same.metadata.uid == first.metadata.uid
+
+    s.app("hooked", image="2.0", extra={"hook.yaml": HOOK})
+    assert s.reconcile("hooked", minutes=3).code == 0
+    again = s.kube.batch.read_namespaced_job("migrate", "hooked")
+    assert again.metadata.uid != first.metadata.uid
+    assert (
+        again.metadata.annotations["convoy.dev/render"]
+        == s.status("hooked")["rollout"]["renderRef"]
+    )
+    assert s.deployment_image("hooked") == "example/hooked:1.0"
+
+
+def test_prune_deletes_an_object_that_left_the_render(kscenario: KubeScenario) -> None:
+    s = kscenario
+    extra = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\ndata: {a: b}\n"
+    s.app("pruned", extra={"extra.yaml": extra})
+    assert s.reconcile("pruned", minutes=0).code == 0
+    assert s.configmap("pruned", "extra") is not None
+    s.commit({"apps/pruned/extra.yaml": None})
+    assert s.reconcile("pruned", minutes=1).code == 0
+    eventually(lambda: s.configmap("pruned", "extra") is None, "the pruned ConfigMap to go")
+    s.reconcile("pruned", minutes=2)
+    inventory = (s.state / "inventory" / "pruned.json").read_text()
+    assert '"extra"' not in inventory
+
+
+def test_an_invalid_object_is_refused_by_the_dry_run_and_nothing_is_applied(
+    kscenario: KubeScenario,
+) -> None:
+    s = kscenario
+    succeed(s, "refused")
+    bad = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bad}\ndata: {'no spaces!': x}\n"
+    fresh = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fresh}\ndata: {a: b}\n"
+    s.app("refused", image="2.0", extra={"bad.yaml": bad, "fresh.yaml": fresh})
+    result = s.reconcile("refused", minutes=2)
+    assert result.code == 1
+    attempt = s.status("refused")["lastAttempted"]
+    assert attempt["reason"] == "DryRunFailed"
+    assert "ConfigMap refused/bad" in attempt["message"]
+    assert "valid config key" in attempt["message"]
+    assert s.configmap("refused", "fresh") is None
+    assert s.deployment_image("refused") == "example/refused:1.0"
+
+
+def test_a_field_owned_by_another_manager_is_taken_over(kscenario: KubeScenario) -> None:
+    s = kscenario
+    s.kube.core.create_namespace({"metadata": {"name": "taken"}})
+    theirs = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "taken-config", "namespace": "taken"},
+        "data": {"env": "theirs"},
+    }
+    s.kube.core.patch_namespaced_config_map(
+        "taken-config",
+        "taken",
+        theirs,
+        field_manager="someone-else",
+        _content_type="application/apply-patch+yaml",
+    )
+    s.app("taken")
+    result = s.reconcile("taken", minutes=0)
+    assert result.code == 0, result.err
+    live = s.configmap("taken", "taken-config")
+    assert live.data == {"env": "staging"}
+    owned = managers(live)
+    assert "f:env" in owned["convoy-batch"]
+    assert "f:env" not in owned.get("someone-else", "")
+
+
+def test_a_steady_tick_writes_nothing(kscenario: KubeScenario) -> None:
+    s = kscenario
+    s.app("steady")
+    assert s.reconcile("steady", minutes=0).code == 0
+    before = dict(kubeapi.COUNTS)
+    assert s.reconcile("steady", minutes=1).code == 0
+    sent = {k: v - before.get(k, 0) for k, v in kubeapi.COUNTS.items() if v != before.get(k, 0)}
+    assert set(sent) <= {"GET"}, sent
+    # the observer: one LIST per kind (Namespace, ConfigMap, Deployment), plus discovery
+    assert sent["GET"] <= 6, sent
+
+
+def test_a_stopped_api_server_gives_cluster_unavailable_and_the_next_tick_converges(
+    kscenario: KubeScenario,
+) -> None:
+    s = kscenario
+    good = succeed(s, "outage")
+    s.app("outage", image="2.0")
+    s.kube.script("stop-apiserver")
+    try:
+        result = s.reconcile("outage", minutes=2)
+    finally:
+        s.kube.script("start-apiserver")
+    assert result.code == 1
+    status = s.status("outage")
+    assert status["lastAttempted"]["reason"] == "ClusterUnavailable"
+    assert status["lastAttempted"]["applied"] is False
+    assert status["lastHealthy"]["renderRef"] == good
+    token = (s.kube.folder / "token").read_text().strip()
+    seen = result.out + result.err + str(status) + "\n".join(s.status_log())
+    assert token not in seen
+
+    result = s.reconcile("outage", minutes=3)
+    assert result.code == 0, result.err
+    assert s.status("outage")["lastAttempted"]["reason"] == "Synced"
+    assert s.deployment_image("outage") == "example/outage:2.0"
+
+
+def test_an_unconfirmed_delete_stays_in_the_inventory_until_the_object_is_gone(
+    kscenario: KubeScenario,
+) -> None:
+    s = kscenario
+    held = (
+        "apiVersion: v1\nkind: ConfigMap\n"
+        "metadata: {name: held, finalizers: [convoy.test/hold]}\ndata: {a: b}\n"
+    )
+    s.app("holding", extra={"held.yaml": held})
+    assert s.reconcile("holding", minutes=0).code == 0
+    s.commit({"apps/holding/held.yaml": None})
+    assert s.reconcile("holding", minutes=1).code == 0
+    inventory = s.state / "inventory" / "holding.json"
+    assert '"held"' in inventory.read_text()
+    assert s.configmap("holding", "held").metadata.deletion_timestamp is not None
+
+    s.kube.core.patch_namespaced_config_map("held", "holding", {"metadata": {"finalizers": None}})
+    eventually(lambda: s.configmap("holding", "held") is None, "the held ConfigMap to go")
+    assert s.reconcile("holding", minutes=2).code == 0
+    assert '"held"' not in inventory.read_text()
