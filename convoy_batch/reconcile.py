@@ -6,6 +6,7 @@ reasons here, in one place. The new status is assembled in ``sync_handler`` only
 """
 
 import logging
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -109,7 +110,13 @@ class Handled:
     name: str
     outcome: Outcome
     status: ReleaseStatus
-    commit: str | None
+    committed: "Future[str | None] | None"
+    """The status commit, made in the background during a tick."""
+
+    @property
+    def commit(self) -> str | None:
+        """The status commit's SHA (waits for it); None when nothing changed."""
+        return self.committed.result() if self.committed is not None else None
 
 
 def attempt_healthy(
@@ -147,9 +154,10 @@ def sync_handler(
         log.error("%s: %s: %s", name, outcome.reason, outcome.message)
     commit = None
     if status != prior:
-        commit = tick.status_store.commit(name, status, commit_message(name, prior, status))
+        message = commit_message(name, prior, status)
+        commit = tick.status_store.commit_later(name, status, message)
         tick.statuses[name] = status
-    return Handled(name=name, outcome=outcome, status=status, commit=commit)
+    return Handled(name=name, outcome=outcome, status=status, committed=commit)
 
 
 def describe(handled: Handled) -> str:

@@ -145,21 +145,15 @@ def select(tick: Tick, names: Sequence[str]) -> list[ReleaseEntry]:
     return [releases[n] for n in names] if names else [releases[n] for n in sorted(releases)]
 
 
-def run_tick(
-    repo: Path,
-    state_dir: Path,
-    now: datetime,
-    names: Sequence[str] = (),
-    *,
-    all_releases: bool = False,
-    forced: Set[str] = frozenset(),
-    observe_first: bool = True,
-) -> TickReport:
-    """One tick: named Releases are reconciled whether due or not; otherwise the due ones
-    (every one with ``all_releases``, which is also the full resync of SPEC 13)."""
-    tick = Tick.open(repo, state_dir, now, forced=forced)
-    entries = select(tick, names)
-    report = TickReport()
+def _reconcile_due(
+    tick: Tick,
+    entries: Sequence[ReleaseEntry],
+    names: Sequence[str],
+    all_releases: bool,
+    observe_first: bool,
+    report: TickReport,
+) -> None:
+    """Reconcile, each under its lock, the named Releases or the due ones."""
     for entry in entries:
         # Health is read where it matters: a Progressing Release (its wake-ups depend on
         # it) and every Release about to be reconciled (the verdict and lastHealthy).
@@ -177,6 +171,25 @@ def run_tick(
                 report.handled.append(handle_release(tick, entry))
         except LockBusy:
             report.skipped[entry.name] = "another reconcile holds its lock"
+
+
+def run_tick(
+    repo: Path,
+    state_dir: Path,
+    now: datetime,
+    names: Sequence[str] = (),
+    *,
+    all_releases: bool = False,
+    forced: Set[str] = frozenset(),
+    observe_first: bool = True,
+) -> TickReport:
+    """One tick: named Releases are reconciled whether due or not; otherwise the due ones
+    (every one with ``all_releases``, which is also the full resync of SPEC 13)."""
+    tick = Tick.open(repo, state_dir, now, forced=forced)
+    entries = select(tick, names)
+    report = TickReport()
+    with tick.status_store.batch():
+        _reconcile_due(tick, entries, names, all_releases, observe_first, report)
     if any(h.outcome.persisted for h in report.handled):
         tick.stores.renders.gc(referenced_renders(tick))
     if any(h.commit for h in report.handled):

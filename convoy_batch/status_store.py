@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,10 +125,14 @@ def render_status(old_text: str | None, status: ReleaseStatus) -> str:
     """The text of ``status``: ``old_text`` updated in place when it is a YAML mapping."""
     rt = _rt_yaml()
     new = status.dump_status()
-    try:
-        doc = rt.load(old_text) if old_text is not None else None
-    except RuamelError:
-        doc = None
+    doc = None
+    # Only a file with comments needs the (slow) round-trip load: without any, the fresh
+    # document is what the update would give for every file convoy-batch wrote.
+    if old_text is not None and "#" in old_text:
+        try:
+            doc = rt.load(old_text)
+        except RuamelError:
+            doc = None
     doc = _merge(doc, new) if isinstance(doc, CommentedMap) else _fresh(new)
     out = io.StringIO()
     rt.dump(doc, out)
@@ -238,10 +243,13 @@ class StatusStore:
     """Status files of the GitOps repository ``repo``: load from HEAD, commit, push."""
 
     def __init__(self, repo: git.Repo, locks: Locks, *, push_attempts: int = 3) -> None:
-        self.repo = repo
+        # A Repo of its own: its git processes are not shared with the caller's threads.
+        self.repo = git.Repo(repo.git_dir if repo.bare else repo.working_tree_dir)
         self.locks = locks
         self.push_attempts = max(1, push_attempts)
         self._trees: dict[bytes, list[tuple[bytes, int, str]]] = {}
+        self._deferred: dict[str, str] | None = None
+        self._committer: ThreadPoolExecutor | None = None
 
     # reading
 
@@ -267,6 +275,14 @@ class StatusStore:
         return render_status(self._head_text(name), status)
 
     # committing
+
+    def commit_later(self, name: str, status: ReleaseStatus, message: str) -> "Future[str | None]":
+        """:meth:`commit`, on the background thread inside :meth:`batch`, else now."""
+        if self._committer is not None:
+            return self._committer.submit(self.commit, name, status, message)
+        done: Future[str | None] = Future()
+        done.set_result(self.commit(name, status, message))
+        return done
 
     def commit(self, name: str, status: ReleaseStatus, message: str) -> str | None:
         """Commit ``status/<name>.yaml`` alone; the commit SHA, or None when unchanged."""
@@ -347,10 +363,37 @@ class StatusStore:
         if work_tree is None:  # a bare repository has only the commit
             return
         try:
-            atomic_write(Path(work_tree) / path, data)
-            self._git("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
+            # The commit is the durable record; this copy only keeps `git status` clean.
+            atomic_write(Path(work_tree) / path, data, durable=False)
+            if self._deferred is not None:
+                self._deferred[path] = blob
+            else:
+                self._update_index({path: blob})
         except (OSError, GitError) as exc:
             log.warning("%s: committed, but the working tree was not updated: %s", path, exc)
+
+    def _update_index(self, blobs: Mapping[str, str]) -> None:
+        lines = "".join(f"100644 {blob}\t{path}\n" for path, blob in blobs.items())
+        self._git("update-index", "--add", "--index-info", input=lines.encode())
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Within, :meth:`commit_later` commits on one background thread, in order, while
+        the caller goes on (a tick overlaps its cluster's answers with its git work), and
+        the index entries of committed files are updated once, at the end."""
+        self._deferred = {}
+        self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="convoy-commit")
+        try:
+            yield
+        finally:
+            self._committer.shutdown(wait=True)
+            self._committer = None
+            deferred, self._deferred = self._deferred, None
+            if deferred:
+                try:
+                    self._update_index(deferred)
+                except GitError as exc:
+                    log.warning("status files committed, but the index was not updated: %s", exc)
 
     # pushing
 

@@ -476,3 +476,15 @@ def test_a_rolled_back_release_is_not_due_again_for_its_own_source(scenario: Sce
     roll_back_a_second_render(scenario)
     result = scenario.reconcile(minutes=4)
     assert "web: skipped (not due)" in result.out
+
+
+def test_after_a_tick_the_working_tree_and_index_match_the_status_commits(
+    scenario: Scenario,
+) -> None:
+    scenario.app()
+    scenario.app("db")
+    assert scenario.reconcile(minutes=0).code == 0
+    assert scenario.repo.git.status("--porcelain") == ""
+    assert (scenario.root / "status" / "db.yaml").read_text() == scenario.repo.git.show(
+        "HEAD:status/db.yaml"
+    ) + "\n"

@@ -33,6 +33,13 @@ def record_applied(
         applied_ref = (
             render_ref if ident in applied else (prior.applied_render_ref if prior else None)
         )
+        same = (obj.key, obj.phase, applied_ref, obj.prune)
+        if (
+            prior is not None
+            and (prior.key, prior.wave, prior.applied_render_ref, prior.prune) == same
+        ):
+            entries.append(prior)  # unchanged: no new model on a quiet tick
+            continue
         entries.append(
             InventoryEntry(
                 key=obj.key,
@@ -43,6 +50,8 @@ def record_applied(
             )
         )
     entries.extend(old.values())
+    if tuple(entries) == inventory.entries:
+        return inventory
     return ReleaseInventory(release=inventory.release, entries=tuple(entries))
 
 
