@@ -6,7 +6,9 @@ test has its own Release names, hence its own namespaces on the shared server.
 
 from typing import Any
 
-from convoy_batch.deployers import kubeapi
+import pytest
+
+from convoy_batch.deployers import kubeapi, kubernetes
 from tests.k8s.k8s_scenario import KubeScenario
 from tests.k8s.testenv import eventually
 from tests.scenario import FAILURE_POLICY
@@ -271,3 +273,36 @@ def test_an_unconfirmed_delete_stays_in_the_inventory_until_the_object_is_gone(
     eventually(lambda: s.configmap("holding", "held") is None, "the held ConfigMap to go")
     assert s.reconcile("holding", minutes=2).code == 0
     assert '"held"' not in inventory.read_text()
+
+
+def test_an_api_server_stopped_mid_tick_fails_the_rest_and_the_next_tick_converges(
+    kscenario: KubeScenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = kscenario
+    s.app("midtick-a")
+    s.app("midtick-b")
+    applied = kubernetes.KubernetesDeployer.apply
+    stopped: list[bool] = []
+
+    def apply_then_stop(self: kubernetes.KubernetesDeployer, objects: Any) -> None:
+        applied(self, objects)
+        if not stopped:  # the first Release is applied; the server goes away
+            stopped.append(True)
+            s.kube.script("stop-apiserver")
+
+    monkeypatch.setattr(kubernetes.KubernetesDeployer, "apply", apply_then_stop)
+    try:
+        result = s.reconcile("midtick-a", "midtick-b", minutes=0)
+    finally:
+        s.kube.script("start-apiserver")
+    monkeypatch.undo()
+    assert stopped
+    assert result.code == 1
+    assert s.status("midtick-a")["lastAttempted"]["reason"] == "Synced"
+    assert s.status("midtick-b")["lastAttempted"]["reason"] == "ClusterUnavailable"
+    assert s.status("midtick-b")["rollout"]["state"] == "Progressing"
+
+    result = s.reconcile("midtick-a", "midtick-b", minutes=1)
+    assert result.code == 0, result.err
+    assert s.status("midtick-b")["lastAttempted"]["reason"] == "Synced"
+    assert s.deployment_image("midtick-b") == "example/midtick-b:1.0"
