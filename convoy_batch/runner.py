@@ -6,14 +6,16 @@ This is the library call that the CLI and the Dagster assets both make. Does I/O
 
 import logging
 from collections.abc import Sequence, Set
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 from convoy_batch.due import Memory, due_reasons, health_snapshot
 from convoy_batch.errors import ConvoyError, InvalidRelease, UsageError
 from convoy_batch.gitops import ReleaseEntry
-from convoy_batch.models import ReleaseInventory, RolloutState
+from convoy_batch.models import Cluster, ReleaseInventory, RolloutState
 from convoy_batch.observer import observe
 from convoy_batch.reconcile import Handled, pending_force_sync, reconcile, sync_handler
 from convoy_batch.rollout import Outcome
@@ -145,6 +147,11 @@ def select(tick: Tick, names: Sequence[str]) -> list[ReleaseEntry]:
     return [releases[n] for n in names] if names else [releases[n] for n in sorted(releases)]
 
 
+PARALLEL_RELEASES = 8
+"""Releases of one cluster wave on Kubernetes reconciled at once: their time is mostly
+waiting for the API server."""
+
+
 def _reconcile_due(
     tick: Tick,
     entries: Sequence[ReleaseEntry],
@@ -154,6 +161,7 @@ def _reconcile_due(
     report: TickReport,
 ) -> None:
     """Reconcile, each under its lock, the named Releases or the due ones."""
+    due = []
     for entry in entries:
         # Health is read where it matters: a Progressing Release (its wake-ups depend on
         # it) and every Release about to be reconciled (the verdict and lastHealthy).
@@ -166,11 +174,51 @@ def _reconcile_due(
                 continue
             if observe_first and inventory is None:
                 observe_release(tick, entry)
-        try:
-            with tick.stores.locks.release(entry.name):
-                report.handled.append(handle_release(tick, entry))
-        except LockBusy:
-            report.skipped[entry.name] = "another reconcile holds its lock"
+        due.append(entry)
+    results: dict[str, Handled | str] = {}
+    for group in _by_cluster_wave(tick, due):
+        # The cluster wave gate reads only lower waves, which are done by then.
+        remote = [e for e in group if _on_kubernetes(tick, e)]
+        for entry in group:
+            if entry not in remote:
+                results[entry.name] = _handle_locked(tick, entry)
+        with ThreadPoolExecutor(PARALLEL_RELEASES, thread_name_prefix="convoy") as pool:
+            for entry, result in zip(
+                remote, pool.map(partial(_handle_locked, tick), remote), strict=True
+            ):
+                results[entry.name] = result
+    for entry in due:  # reported in the repository's order, whatever finished first
+        result = results[entry.name]
+        if isinstance(result, str):
+            report.skipped[entry.name] = result
+        else:
+            report.handled.append(result)
+
+
+def _handle_locked(tick: Tick, entry: ReleaseEntry) -> "Handled | str":
+    try:
+        with tick.stores.locks.release(entry.name):
+            return handle_release(tick, entry)
+    except LockBusy:
+        return "another reconcile holds its lock"
+
+
+def _cluster_of(tick: Tick, entry: ReleaseEntry) -> Cluster | None:
+    return tick.snapshot.clusters.get(entry.release.spec.cluster) if entry.release else None
+
+
+def _on_kubernetes(tick: Tick, entry: ReleaseEntry) -> bool:
+    cluster = _cluster_of(tick, entry)
+    return cluster is not None and cluster.spec.kubernetes is not None
+
+
+def _by_cluster_wave(tick: Tick, entries: Sequence[ReleaseEntry]) -> list[list[ReleaseEntry]]:
+    """Entries grouped by their Cluster's wave, lowest first (no Cluster: first)."""
+    groups: dict[int, list[ReleaseEntry]] = {}
+    for entry in entries:
+        cluster = _cluster_of(tick, entry)
+        groups.setdefault(cluster.spec.wave if cluster else -(2**31), []).append(entry)
+    return [groups[wave] for wave in sorted(groups)]
 
 
 def run_tick(

@@ -25,6 +25,7 @@ import os
 import posixpath
 import re
 import subprocess
+import threading
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -84,8 +85,8 @@ ListingKey = tuple[RepoKey, str, str]
 class SourceResolver:
     """One per tick: caches resolved refs, trees, remote fetches and last-change revisions.
 
-    Not thread-safe. :meth:`close` ends the ``git log`` processes (they also end when
-    the resolver is garbage collected).
+    Thread-safe (one lock around the git readers). :meth:`close` ends the ``git log``
+    processes (they also end when the resolver is garbage collected).
     """
 
     def __init__(self, gitops: GitOpsRepo, state_dir: Path) -> None:
@@ -99,19 +100,23 @@ class SourceResolver:
         self._snapshots: dict[ListingKey, SourceSnapshot] = {}
         self._listings: dict[ListingKey, tuple[SourceListing, _Files]] = {}
         self._trees = _TreeIndex()
+        # Releases may be reconciled on several threads; git's reader processes are not.
+        self._lock = threading.RLock()
 
     def listing(self, release: Release) -> SourceListing:
         """The revision and a fingerprint of ``release``'s source, reading no file content
         (SourceFailed, one line)."""
-        return self._listing(release)[1][0]
+        with self._lock:
+            return self._listing(release)[1][0]
 
     def fetch(self, release: Release) -> SourceSnapshot:
         """The source files and revision of ``release`` (SourceFailed, one line)."""
-        key, (listing, files) = self._listing(release)
-        if key not in self._snapshots:
-            texts = tuple(SourceFile(path, _text(blob, path)) for path, blob in files)
-            self._snapshots[key] = SourceSnapshot(listing.revision, texts)
-        return self._snapshots[key]
+        with self._lock:
+            key, (listing, files) = self._listing(release)
+            if key not in self._snapshots:
+                texts = tuple(SourceFile(path, _text(blob, path)) for path, blob in files)
+                self._snapshots[key] = SourceSnapshot(listing.revision, texts)
+            return self._snapshots[key]
 
     def _listing(self, release: Release) -> tuple[ListingKey, tuple[SourceListing, "_Files"]]:
         source = release.spec.source

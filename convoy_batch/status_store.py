@@ -250,6 +250,7 @@ class StatusStore:
         self._trees: dict[bytes, list[tuple[bytes, int, str]]] = {}
         self._deferred: dict[str, str] | None = None
         self._committer: ThreadPoolExecutor | None = None
+        self._roots: dict[str, bytes] = {}
 
     # reading
 
@@ -301,14 +302,39 @@ class StatusStore:
         if text == old_text:
             return None
         blob, commit = self._commit_tree(head, path, text.encode(), message)
-        try:
-            self._git("update-ref", "-m", f"{BOT_NAME}: {message}", "HEAD", commit, head or "")
-        except GitError as exc:
-            if self._rev("HEAD") != head:
-                raise _HeadMoved(str(exc)) from None
-            raise
+        if head is None:  # the branch's first commit: let git create the ref
+            self._git("update-ref", "-m", f"{BOT_NAME}: {message}", "HEAD", commit, "")
+        else:
+            self._advance_head(commit, head, f"{BOT_NAME}: {message}")
         self._sync_worktree(path, text.encode(), blob)
         return commit
+
+    def _advance_head(self, new: str, old: str, message: str) -> None:
+        """``git update-ref HEAD new old`` in-process, by git's own protocol: the ref's
+        ``.lock`` file taken exclusively (so git itself waits), the old value checked
+        under it, then renamed into place, and the reflogs appended."""
+        head = self.repo.head
+        ref = "HEAD" if head.is_detached else str(head.reference.path)
+        base = Path(self.repo.git_dir if ref == "HEAD" else self.repo.common_dir)
+        path = base / ref
+        lock = path.with_name(path.name + ".lock")
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            raise _HeadMoved(f"{ref} is locked by another git process") from None
+        try:
+            with os.fdopen(fd, "w") as out:
+                if self._head_sha() != old:
+                    raise _HeadMoved(f"{ref} moved")
+                out.write(f"{new}\n")
+            os.replace(lock, path)
+        finally:
+            lock.unlink(missing_ok=True)
+        entry = f"{old} {new} {BOT_NAME} <{BOT_EMAIL}> {int(time.time())} +0000\t{message}\n"
+        for log_path in {base / "logs" / ref, Path(self.repo.git_dir) / "logs" / "HEAD"}:
+            if log_path.exists():
+                with log_path.open("a") as log_file:
+                    log_file.write(entry)
 
     def _commit_tree(
         self, head: str | None, path: str, data: bytes, message: str
@@ -317,14 +343,41 @@ class StatusStore:
         in-process (no git process per object), which keeps a tick that commits a
         thousand statuses from spending most of its time starting processes."""
         blob = self._store("blob", data)
-        root = self.repo.commit(head).tree.binsha if head is not None else None
+        root = self._root_tree(head) if head is not None else None
         tree = self._replace(root, path.split("/"), bytes.fromhex(blob), _FILE_MODE)
         stamp = f"{int(time.time())} +0000"
         ident = f"{BOT_NAME} <{BOT_EMAIL}> {stamp}"
         lines = [f"tree {tree.hex()}", *([f"parent {head}"] if head else [])]
         lines += [f"author {ident}", f"committer {ident}", "", message.rstrip("\n"), ""]
         commit = self._store("commit", "\n".join(lines).encode())
+        self._roots[commit] = tree
         return blob, commit
+
+    def _root_tree(self, commit: str) -> bytes:
+        """The root tree of ``commit``; known without a read for the commits made here."""
+        if commit not in self._roots:
+            if len(self._roots) > 16:
+                self._roots.clear()
+            self._roots[commit] = self.repo.commit(commit).tree.binsha
+        return self._roots[commit]
+
+    def _head_blob(self, path: str) -> bytes | None:
+        """The content of ``path`` at HEAD, through the cached trees (reading the status
+        folder's tree through GitPython for every commit would make a tick quadratic)."""
+        head = self._head_sha()
+        if head is None:
+            return None
+        tree: bytes | None = self._root_tree(head)
+        *folders, name = path.split("/")
+        for part in folders:
+            entries = self._entries(tree) if tree is not None else []
+            tree = next((e[0] for e in entries if e[2] == part and e[1] == _DIR_MODE), None)
+        if tree is None:
+            return None
+        found = next((e for e in self._entries(tree) if e[2] == name), None)
+        if found is None or found[1] == _DIR_MODE:
+            return None
+        return bytes(self.repo.odb.stream(found[0]).read())
 
     def _replace(self, tree: bytes | None, parts: list[str], binsha: bytes, mode: int) -> bytes:
         """The id of ``tree`` with the entry at ``parts`` set to (binsha, mode), written."""
@@ -506,8 +559,8 @@ class StatusStore:
         return entry if entry.type == kind else None
 
     def _head_text(self, name: str) -> str | None:
-        blob = self._head_entry(_path(name), "blob")
-        return blob.data_stream.read().decode(errors="replace") if blob is not None else None
+        data = self._head_blob(_path(name))
+        return data.decode(errors="replace") if data is not None else None
 
     def _head_sha(self) -> str | None:
         """HEAD's commit, read in-process; None on a branch with no commit yet."""

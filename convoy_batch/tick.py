@@ -6,6 +6,7 @@ hands out the stores and one deployer per Cluster. Does I/O (through the stores)
 
 import logging
 import os
+import threading
 from collections.abc import Set
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -102,6 +103,8 @@ class Tick:
     memos: dict[str, TickRecord] = field(default_factory=dict)
     caches: dict[str, ParseCache] = field(default_factory=dict)
     inventories: dict[str, ReleaseInventory] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    """Guards what Releases reconciled on several threads create together."""
     render_keys: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Release -> (fingerprint of the render's inputs, renderRef) of this tick's render."""
 
@@ -158,9 +161,10 @@ class Tick:
 
     def deployer(self, cluster: Cluster) -> Deployer:
         """One deployer per Cluster per tick (so per-tick caches such as discovery hold)."""
-        if cluster.name not in self.deployers:
-            cache = self.cache(f"cluster-{cluster.name}")
-            self.deployers[cluster.name] = make_deployer(
-                cluster, self.stores.state_dir, self.now, cache
-            )
-        return self.deployers[cluster.name]
+        with self.lock:
+            if cluster.name not in self.deployers:
+                cache = self.cache(f"cluster-{cluster.name}")
+                self.deployers[cluster.name] = make_deployer(
+                    cluster, self.stores.state_dir, self.now, cache
+                )
+            return self.deployers[cluster.name]
