@@ -238,7 +238,10 @@ def run_tick(
     report = TickReport()
     with tick.status_store.batch():
         _reconcile_due(tick, entries, names, all_releases, observe_first, report)
-    if any(h.outcome.persisted for h in report.handled):
+    # A status file that could not be read may refer to renders nobody else knows of
+    # (its last healthy one): no garbage collection until it is readable or rewritten.
+    unknown = tick.status_store.unreadable - {h.name for h in report.handled}
+    if any(h.outcome.persisted for h in report.handled) and not unknown:
         tick.stores.renders.gc(referenced_renders(tick))
     if any(h.commit for h in report.handled):
         report.push_warning = tick.status_store.push().warning

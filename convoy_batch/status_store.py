@@ -251,6 +251,8 @@ class StatusStore:
         self._deferred: dict[str, str] | None = None
         self._committer: ThreadPoolExecutor | None = None
         self._roots: dict[str, bytes] = {}
+        self.unreadable: set[str] = set()
+        """Status files :meth:`load_all` could not read (their renders are unknown)."""
 
     # reading
 
@@ -260,11 +262,15 @@ class StatusStore:
         folder = self._head_entry(STATUS_DIR, "tree")
         if folder is None:
             return {}
-        return {
-            blob.name.removesuffix(".yaml"): _load_blob(blob, cache)
-            for blob in folder.blobs
-            if blob.name.endswith(".yaml")
-        }
+        statuses = {}
+        for blob in folder.blobs:
+            if blob.name.endswith(".yaml"):
+                name = blob.name.removesuffix(".yaml")
+                status = _load_blob(blob, cache)
+                if status is None:
+                    self.unreadable.add(name)
+                statuses[name] = status or ReleaseStatus()
+        return statuses
 
     def load(self, name: str) -> ReleaseStatus:
         """The status of ``name`` at HEAD; empty when there is none or it is invalid."""
@@ -614,7 +620,8 @@ def _path(name: str) -> str:
     return f"{STATUS_DIR}/{check_file_name(name)}.yaml"
 
 
-def _load_blob(blob: git.Blob, cache: ParseCache | None) -> ReleaseStatus:
+def _load_blob(blob: git.Blob, cache: ParseCache | None) -> ReleaseStatus | None:
+    """The status in ``blob``; None (with a warning) when it cannot be read."""
     path = str(blob.path)
     cached = cache.get(path, blob.hexsha) if cache is not None else None
     if cached is not None:
@@ -623,7 +630,7 @@ def _load_blob(blob: git.Blob, cache: ParseCache | None) -> ReleaseStatus:
         status = parse_status(blob.data_stream.read(), path)
     except ValueError as exc:
         log.warning("%s; treated as an empty status", exc)
-        return ReleaseStatus()
+        return None
     if cache is not None:
         cache.put(path, blob.hexsha, status.dump_status())
     return status

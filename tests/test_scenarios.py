@@ -488,3 +488,13 @@ def test_after_a_tick_the_working_tree_and_index_match_the_status_commits(
     assert (scenario.root / "status" / "db.yaml").read_text() == scenario.repo.git.show(
         "HEAD:status/db.yaml"
     ) + "\n"
+
+
+def test_an_unreadable_status_file_keeps_the_renders_it_may_refer_to(scenario: Scenario) -> None:
+    good = succeed_first_render(scenario)
+    blob = scenario.state / "renders" / (good.removeprefix("sha256:") + ".json")
+    scenario.app("db")
+    scenario.commit({"status/web.yaml": "rollout: [not, a, status\n"})
+    scenario.app("db", image="2.0")  # db persists a new render: the tick would collect
+    assert scenario.reconcile("db", minutes=5).code == 0
+    assert blob.exists()
