@@ -575,12 +575,6 @@ class StatusStore:
         except ValueError:
             return None
 
-    def _rev(self, rev: str) -> str | None:
-        try:
-            return self._git("rev-parse", "--verify", "-q", f"{rev}^{{commit}}")
-        except GitError:
-            return None
-
     def _git(
         self,
         *args: str,

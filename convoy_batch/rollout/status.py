@@ -4,7 +4,7 @@ Pure: builds a new ReleaseStatus from the prior one and the reconcile outcome; n
 edits the prior status in place. No I/O, no clock (``now`` is a value).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from convoy_batch.models import (
@@ -48,7 +48,6 @@ class Outcome:
     """The new ``status.waves`` when a sync ran; None leaves them as they were."""
     persisted: RenderId | None = None
     """The render that ``stage_sync`` persisted (a history candidate)."""
-    errors: tuple[str, ...] = field(default=())
 
     @property
     def is_error(self) -> bool:
