@@ -4,25 +4,33 @@ N Releases (default 100), each a Namespace plus 5 objects (Deployment, Service, 
 ConfigMaps). In one run it prints the wall time of convoy-batch's first tick and of a
 steady-state tick of every Release (``--all``, nothing changed) with the number of write
 requests that tick sent, next to ``kubectl apply --server-side`` of the same manifests
-(in namespaces of their own), once per Release and once in a single call, each first
-and again (steady).
+(in namespaces of their own) in a single call, first and again (steady); then kubectl
+once per Release, first and steady.
+
+The wall times on a small machine move by 20-30% from one moment to the next, so the
+first-tick and single-call measurements are repeated in interleaved rounds
+(``--rounds``, default 3), each with a new set of Releases and namespaces, and the best
+and the median of the rounds are printed, with the ratio of convoy-batch to kubectl in
+each round. kubectl per Release runs once (it takes half a minute).
 
 Without ``--kubeconfig`` it starts the project's test control plane
 (``scripts/k8s-testenv start``) on free ports and stops it at the end. kubectl is
 Debian's 1.20 (``scripts/k8s-testenv kubectl``) unless ``--kubectl`` says otherwise.
 
-    python bench/k8s_tick.py [--releases N] [--kubeconfig PATH] [--kubectl PATH]
+    python bench/k8s_tick.py [--releases N] [--rounds R] [--kubeconfig PATH] [--kubectl PATH]
 """
 
 import argparse
 import os
 import socket
+import statistics
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 from convoy_batch.deployers import kubeapi
@@ -85,7 +93,8 @@ def rendered(name: str, namespace: str) -> str:
     return "---\n".join(docs)
 
 
-def build_repo(root: Path, releases: int, kubeconfig: Path) -> None:
+def build_repo(root: Path, prefix: str, releases: int, kubeconfig: Path) -> None:
+    """A GitOps repository of ``releases`` Releases ``<prefix>-NNNN`` on one Cluster."""
     (root / "clusters").mkdir(parents=True)
     (root / "clusters" / "bench.yaml").write_text(
         "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\nmetadata: {name: bench}\n"
@@ -93,7 +102,7 @@ def build_repo(root: Path, releases: int, kubeconfig: Path) -> None:
     )
     (root / "releases").mkdir()
     for i in range(releases):
-        name = f"app-{i:04d}"
+        name = f"{prefix}-{i:04d}"
         app = root / "apps" / name
         app.mkdir(parents=True)
         for file, text in app_files().items():
@@ -144,31 +153,41 @@ def timed(fn: Callable[[], object]) -> tuple[float, str]:
     return time.perf_counter() - start, detail
 
 
-def kubectl_runs(kubectl: str, kubeconfig: Path, work: Path, n: int) -> list[tuple[str, float]]:
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-    per = work / "kubectl-per-release"
-    per.mkdir()
-    files = []
-    for i in range(n):
-        path = per / f"kr-{i:04d}.yaml"
-        path.write_text(rendered(f"app-{i:04d}", f"kr-{i:04d}"))
-        files.append(path)
-    single = work / "kubectl-single.yaml"
-    single.write_text("---\n".join(rendered(f"app-{i:04d}", f"ks-{i:04d}") for i in range(n)))
+class Kubectl:
+    """``kubectl apply --server-side`` of the bench's manifests, in namespaces of its own."""
 
-    def apply(path: Path) -> None:
-        cmd = [kubectl, "apply", "--server-side", "-f", str(path)]
-        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+    def __init__(self, kubectl: str, kubeconfig: Path, work: Path, releases: int) -> None:
+        self.kubectl = kubectl
+        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+        self.work = work
+        self.releases = releases
 
-    def each() -> None:
-        for path in files:
-            apply(path)
+    def apply(self, path: Path) -> None:
+        cmd = [self.kubectl, "apply", "--server-side", "-f", str(path)]
+        subprocess.run(cmd, env=self.env, check=True, stdout=subprocess.DEVNULL)
 
-    results = []
-    for label, fn in (("per Release", each), ("single call", lambda: apply(single))):
-        for phase in ("first", "steady"):
-            results.append((f"kubectl {label}, {phase}", timed(fn)[0]))
-    return results
+    def single_file(self, prefix: str) -> Path:
+        """Every Release's manifests in one file (namespaces ``<prefix>-NNNN``)."""
+        path = self.work / f"{prefix}.yaml"
+        docs = (rendered(f"app-{i:04d}", f"{prefix}-{i:04d}") for i in range(self.releases))
+        path.write_text("---\n".join(docs))
+        return path
+
+    def per_release(self, prefix: str) -> Callable[[], None]:
+        """One kubectl call per Release."""
+        folder = self.work / prefix
+        folder.mkdir()
+        files = []
+        for i in range(self.releases):
+            path = folder / f"{prefix}-{i:04d}.yaml"
+            path.write_text(rendered(f"app-{i:04d}", f"{prefix}-{i:04d}"))
+            files.append(path)
+
+        def run() -> None:
+            for path in files:
+                self.apply(path)
+
+        return run
 
 
 def convoy_tick(repo: Path, state: Path, minutes: int) -> Callable[[], str]:
@@ -186,30 +205,59 @@ def convoy_tick(repo: Path, state: Path, minutes: int) -> Callable[[], str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--releases", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--kubeconfig", type=Path, default=None)
     parser.add_argument("--kubectl", default=None, help="default: Debian's kubectl 1.20")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="convoy-k8s-bench-"))
-    kubectl = (
+    kubectl_path = (
         args.kubectl
         or subprocess.run(
             [str(SCRIPT), "kubectl"], capture_output=True, text=True, check=True
         ).stdout.strip()
     )
+    runs: dict[str, list[float]] = {}
+    details: dict[str, str] = {}
+    ratios: list[float] = []
     with control_plane(work / "k8s") if args.kubeconfig is None else _given(args.kubeconfig) as kc:
-        repo, state = work / "repo", work / "state"
-        build_repo(repo, args.releases, kc.resolve())
-        rows = []
-        for label, minutes in (("convoy-batch first tick", 0), ("convoy-batch steady tick", 1)):
-            wall, detail = timed(convoy_tick(repo, state, minutes))
-            rows.append((label, wall, detail))
-        rows += [
-            (label, wall, "") for label, wall in kubectl_runs(kubectl, kc, work, args.releases)
-        ]
-    print(f"{args.releases} Releases x (Namespace + 5 objects), real kube-apiserver 1.20")
-    print(f"{'run':<34} {'wall s':>8}  detail")
-    for label, wall, detail in rows:
-        print(f"{label:<34} {wall:8.2f}  {detail}")
+        kubectl = Kubectl(kubectl_path, kc, work, args.releases)
+        for n in range(args.rounds):
+            repo, state = work / f"repo-{n}", work / f"state-{n}"
+            build_repo(repo, f"app{n}", args.releases, kc.resolve())
+            single = kubectl.single_file(f"ks{n}")
+            steps: list[tuple[str, Callable[[], object]]] = [
+                ("convoy-batch first tick", convoy_tick(repo, state, 0)),
+                ("convoy-batch steady tick", convoy_tick(repo, state, 1)),
+                ("kubectl single call, first", partial(kubectl.apply, single)),
+                ("kubectl single call, steady", partial(kubectl.apply, single)),
+            ]
+            for label, fn in steps:
+                wall, detail = timed(fn)
+                runs.setdefault(label, []).append(wall)
+                details[label] = detail if detail != "None" else ""
+            first, single_call = runs["convoy-batch first tick"], runs["kubectl single call, first"]
+            ratios.append(first[-1] / single_call[-1])
+        each = kubectl.per_release("kr")
+        for label in ("kubectl per Release, first", "kubectl per Release, steady"):
+            runs[label] = [timed(each)[0]]
+    print(
+        f"{args.releases} Releases x (Namespace + 5 objects), real kube-apiserver 1.20, "
+        f"{args.rounds} rounds"
+    )
+    print(f"{'run':<30} {'best s':>7} {'median s':>9}  detail (last round)")
+    for label, walls in runs.items():
+        detail = details.get(label, "")
+        print(f"{label:<30} {min(walls):7.2f} {statistics.median(walls):9.2f}  {detail}")
+    first, single = runs["convoy-batch first tick"], runs["kubectl single call, first"]
+    steady = runs["convoy-batch steady tick"]
+    print(
+        f"first tick / kubectl single call: best {min(first) / min(single):.2f}, "
+        f"per round {', '.join(f'{r:.2f}' for r in ratios)}"
+    )
+    print(
+        f"steady tick / kubectl single call: best {min(steady) / min(single):.2f}, "
+        f"median {statistics.median(steady) / statistics.median(single):.2f}"
+    )
 
 
 @contextmanager

@@ -147,7 +147,7 @@ def select(tick: Tick, names: Sequence[str]) -> list[ReleaseEntry]:
     return [releases[n] for n in names] if names else [releases[n] for n in sorted(releases)]
 
 
-PARALLEL_RELEASES = 8
+PARALLEL_RELEASES = 16
 """Releases of one cluster wave on Kubernetes reconciled at once: their time is mostly
 waiting for the API server."""
 

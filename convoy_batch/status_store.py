@@ -9,6 +9,7 @@ with plumbing only (no checkout of a foreign state); status files conflict only 
 themselves and our newer status wins.
 """
 
+import bisect
 import contextlib
 import io
 import logging
@@ -16,6 +17,7 @@ import os
 import re
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -26,8 +28,10 @@ from typing import Any
 import git
 import yaml
 from git.objects.fun import tree_entries_from_data, tree_to_stream
+from git.refs.symbolic import SymbolicReference
 from gitdb import IStream
 from gitdb.db import LooseObjectDB
+from gitdb.exc import BadObject
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import CommentMark
@@ -112,8 +116,15 @@ _StatusRepresenter.add_representer(
 )
 
 
+_THREAD = threading.local()
+
+
 def _rt_yaml() -> YAML:
-    rt = YAML(typ="rt")
+    """The round-trip YAML of this thread (an instance is not shared between threads)."""
+    rt: YAML | None = getattr(_THREAD, "yaml", None)
+    if rt is not None:
+        return rt
+    rt = _THREAD.yaml = YAML(typ="rt")
     rt.Representer = _StatusRepresenter
     rt.preserve_quotes = True
     rt.width = 4096  # a long message stays on one line
@@ -132,10 +143,16 @@ def render_status(old_text: str | None, status: ReleaseStatus) -> str:
         try:
             doc = rt.load(old_text)
         except RuamelError:
+            _THREAD.yaml = None  # not reused after a failure half-way
+            rt = _rt_yaml()
             doc = None
     doc = _merge(doc, new) if isinstance(doc, CommentedMap) else _fresh(new)
     out = io.StringIO()
-    rt.dump(doc, out)
+    try:
+        rt.dump(doc, out)
+    except BaseException:
+        _THREAD.yaml = None  # not reused after a failure half-way
+        raise
     return out.getvalue()
 
 
@@ -251,6 +268,7 @@ class StatusStore:
         self._deferred: dict[str, str] | None = None
         self._committer: ThreadPoolExecutor | None = None
         self._roots: dict[str, bytes] = {}
+        self._loose = LooseObjectDB(os.path.join(self.repo.common_dir, "objects"))
         self.unreadable: set[str] = set()
         """Status files :meth:`load_all` could not read (their renders are unknown)."""
 
@@ -303,7 +321,7 @@ class StatusStore:
     def _commit_once(self, name: str, status: ReleaseStatus, message: str) -> str | None:
         path = _path(name)
         head = self._head_sha()
-        old_text = self._head_text(name)
+        old_text = self._head_text(name, head)
         text = render_status(old_text, status)
         if text == old_text:
             return None
@@ -367,10 +385,9 @@ class StatusStore:
             self._roots[commit] = self.repo.commit(commit).tree.binsha
         return self._roots[commit]
 
-    def _head_blob(self, path: str) -> bytes | None:
-        """The content of ``path`` at HEAD, through the cached trees (reading the status
+    def _head_blob(self, path: str, head: str | None) -> bytes | None:
+        """The content of ``path`` at ``head``, through the cached trees (reading the status
         folder's tree through GitPython for every commit would make a tick quadratic)."""
-        head = self._head_sha()
         if head is None:
             return None
         tree: bytes | None = self._root_tree(head)
@@ -383,7 +400,14 @@ class StatusStore:
         found = next((e for e in self._entries(tree) if e[2] == name), None)
         if found is None or found[1] == _DIR_MODE:
             return None
-        return bytes(self.repo.odb.stream(found[0]).read())
+        return self._read(found[0])
+
+    def _read(self, binsha: bytes) -> bytes:
+        """An object's content: loose objects in-process, packed ones through git."""
+        try:
+            return bytes(self._loose.stream(binsha).read())
+        except BadObject:
+            return bytes(self.repo.odb.stream(binsha).read())
 
     def _replace(self, tree: bytes | None, parts: list[str], binsha: bytes, mode: int) -> bytes:
         """The id of ``tree`` with the entry at ``parts`` set to (binsha, mode), written."""
@@ -392,9 +416,8 @@ class StatusStore:
         if len(parts) > 1:
             sub = next((e[0] for e in entries if e[2] == name and e[1] == _DIR_MODE), None)
             binsha, mode = self._replace(sub, parts[1:], binsha, mode), _DIR_MODE
-        entries = [e for e in entries if e[2] != name] + [(binsha, mode, name)]
-        # Git sorts a tree's entries by name, a subtree's name as if it ended with '/'.
-        entries.sort(key=lambda e: e[2].encode() + (b"/" if e[1] == _DIR_MODE else b""))
+        entries = [e for e in entries if e[2] != name]
+        bisect.insort(entries, (binsha, mode, name), key=_git_order)
         out = io.BytesIO()
         tree_to_stream(entries, out.write)
         written = bytes.fromhex(self._store("tree", out.getvalue()))
@@ -407,14 +430,13 @@ class StatusStore:
         """A tree's entries; the ones this store just wrote are not read back (parsing
         the status folder for every commit would make a tick quadratic)."""
         if tree not in self._trees:
-            self._trees[tree] = list(tree_entries_from_data(self.repo.odb.stream(tree).read()))
+            self._trees[tree] = list(tree_entries_from_data(self._read(tree)))
         return self._trees[tree]
 
     def _store(self, kind: str, data: bytes) -> str:
         """Write one loose object in-process (GitPython's default store runs
         ``git hash-object`` for each); its hex id."""
-        loose = LooseObjectDB(os.path.join(self.repo.common_dir, "objects"))
-        return str(loose.store(IStream(kind, len(data), io.BytesIO(data))).hexsha.decode())
+        return str(self._loose.store(IStream(kind, len(data), io.BytesIO(data))).hexsha.decode())
 
     def _sync_worktree(self, path: str, data: bytes, blob: str) -> None:
         """Make the working-tree file and the index entry match the commit (git status clean)."""
@@ -564,14 +586,15 @@ class StatusStore:
             return None
         return entry if entry.type == kind else None
 
-    def _head_text(self, name: str) -> str | None:
-        data = self._head_blob(_path(name))
+    def _head_text(self, name: str, head: str | None = None) -> str | None:
+        data = self._head_blob(_path(name), head or self._head_sha())
         return data.decode(errors="replace") if data is not None else None
 
     def _head_sha(self) -> str | None:
-        """HEAD's commit, read in-process; None on a branch with no commit yet."""
+        """HEAD's commit id, from the ref files alone (no object lookup); None on a branch
+        with no commit yet."""
         try:
-            return str(self.repo.head.commit.hexsha)
+            return str(SymbolicReference.dereference_recursive(self.repo, "HEAD"))
         except ValueError:
             return None
 
@@ -608,6 +631,11 @@ def _temp_index(git_dir: "str | os.PathLike[str]") -> Iterator[dict[str, str]]:
     """A throwaway index file (``GIT_INDEX_FILE``) next to the repository's own."""
     with tempfile.TemporaryDirectory(dir=git_dir, prefix="convoy-batch-index-") as tmp:
         yield {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+
+
+def _git_order(entry: tuple[bytes, int, str]) -> bytes:
+    """Git sorts a tree's entries by name, a subtree's name as if it ended with '/'."""
+    return entry[2].encode() + (b"/" if entry[1] == _DIR_MODE else b"")
 
 
 def _path(name: str) -> str:

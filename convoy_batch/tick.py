@@ -7,7 +7,7 @@ hands out the stores and one deployer per Cluster. Does I/O (through the stores)
 import logging
 import os
 import threading
-from collections.abc import Set
+from collections.abc import Collection, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -72,14 +72,16 @@ def make_deployer(
     state_dir: Path,
     now: datetime | None = None,
     cache: ParseCache | None = None,
+    releases: Collection[str] = (),
 ) -> Deployer:
     """The deployer a Cluster asks for; no target means a directory cluster (SPEC 1),
-    with the simulated controller when the Cluster asks for it and ``now`` is given."""
+    with the simulated controller when the Cluster asks for it and ``now`` is given.
+    ``releases``: the Releases on the Cluster (a Kubernetes deployer lists their objects)."""
     spec = cluster.spec
     if spec.kubernetes is not None:
         from convoy_batch.deployers import kubernetes  # only Kubernetes Clusters pay its import
 
-        return kubernetes.from_cluster(cluster, state_dir)
+        return kubernetes.from_cluster(cluster, state_dir, releases)
     path = Path(spec.directory.path) if spec.directory else Path("clusters") / cluster.name
     directory = DirectoryDeployer(path if path.is_absolute() else state_dir / path, cache)
     if spec.simulate is not None and now is not None:
@@ -164,7 +166,12 @@ class Tick:
         with self.lock:
             if cluster.name not in self.deployers:
                 cache = self.cache(f"cluster-{cluster.name}")
+                releases = [
+                    e.release.name
+                    for e in self.snapshot.releases.values()
+                    if e.release is not None and e.release.spec.cluster == cluster.name
+                ]
                 self.deployers[cluster.name] = make_deployer(
-                    cluster, self.stores.state_dir, self.now, cache
+                    cluster, self.stores.state_dir, self.now, cache, releases
                 )
             return self.deployers[cluster.name]

@@ -14,12 +14,13 @@ and for logs.
 import json
 import os
 import ssl
+import threading
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import urllib3
 from kubernetes import client as k8s_client
@@ -35,7 +36,8 @@ WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 TIMEOUT = urllib3.Timeout(connect=5.0, read=60.0)
 # Connection failures are retried briefly; a request that reached the server is not.
 RETRIES = urllib3.Retry(total=2, connect=2, read=0, status=0, redirect=0, backoff_factor=0.2)
-POOL_SIZE = 8
+POOL_SIZE = 16
+"""Connections kept open to one API server (requests in flight at once, at most)."""
 
 
 def write_count() -> int:
@@ -89,6 +91,7 @@ def load_configuration(target: KubernetesTarget, base: Path, where: str) -> Any:
 
 
 def _pool(configuration: Any) -> urllib3.PoolManager:
+    """The connections for the configuration's server (TLS, client certificates, proxy)."""
     kwargs: dict[str, Any] = {
         "num_pools": 2,
         "maxsize": POOL_SIZE,
@@ -132,8 +135,16 @@ class KubeApi:
         self.host = str(configuration.host).rstrip("/")
         self.where = where
         self._configuration = configuration
-        self._pool = _pool(configuration)
+        manager = _pool(configuration)
+        self._urlopen: Any = manager.urlopen
+        self._base = self.host
+        if not (configuration.proxy and self.host.startswith("http:")):
+            # Straight to the server's one connection pool, past the manager's URL routing
+            # (a plain-HTTP proxy needs whole URLs, so it keeps the manager).
+            self._urlopen = manager.connection_from_url(self.host).urlopen
+            self._base = urlsplit(self.host).path  # a server behind a path prefix
         self._discovery: dict[str, dict[str, Resource]] = {}
+        self._discovering = threading.Lock()
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": "convoy-batch"}
@@ -154,13 +165,13 @@ class KubeApi:
         content_type: str | None = None,
     ) -> Any:
         """The decoded JSON answer (Unreachable, ApiError)."""
-        url = self.host + path + (f"?{urlencode(query)}" if query else "")
+        url = self._base + path + (f"?{urlencode(query)}" if query else "")
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         dry = bool(query and query.get("dryRun"))
         COUNTS[f"dry-run {method}" if dry else method] += 1
         try:
-            response = self._pool.request(
-                method, url, body=data, headers=self._headers(content_type)
+            response = self._urlopen(
+                method, url, body=data, headers=self._headers(content_type), redirect=False
             )
         except urllib3.exceptions.HTTPError as exc:
             raise Unreachable(f"{self.host}: {_reason(exc)}") from None
@@ -174,9 +185,12 @@ class KubeApi:
 
     def resources(self, api_version: str, refresh: bool = False) -> dict[str, "Resource"]:
         """Kind -> Resource served for one group version (cached; empty when not served)."""
-        if refresh or api_version not in self._discovery:
-            self._discovery[api_version] = self._discover(api_version)
-        return self._discovery[api_version]
+        if not refresh and api_version in self._discovery:
+            return self._discovery[api_version]
+        with self._discovering:  # Releases side by side ask once
+            if refresh or api_version not in self._discovery:
+                self._discovery[api_version] = self._discover(api_version)
+            return self._discovery[api_version]
 
     def _discover(self, api_version: str) -> dict[str, "Resource"]:
         path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"

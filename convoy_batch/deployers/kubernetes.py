@@ -32,15 +32,15 @@ Decisions where the spec is silent:
 """
 
 import logging
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
 from convoy_batch.deployers.base import Manifest, key_of
 from convoy_batch.deployers.kubeapi import (
-    POOL_SIZE,
     ApiError,
     KubeApi,
     Resource,
@@ -76,24 +76,42 @@ CRD_WAIT = 60.0  # seconds for a new CRD's kind to be served
 DELETE_WAIT = 2.0  # seconds a prune waits for the object to disappear
 HOOK_DELETE_WAIT = 60.0
 POLL = 0.1
+SMALL_BATCH = 8  # objects sent one after the other by the calling thread
+BATCH_WORKERS = 8  # requests at once for a larger batch
+SELECTOR_LIMIT = 4000  # characters of Release names in a LIST's label selector, at most
 
 T = TypeVar("T")
 
 
-def from_cluster(cluster: Cluster, state_dir: Path) -> "KubernetesDeployer":
+def from_cluster(
+    cluster: Cluster, state_dir: Path, releases: Collection[str] = ()
+) -> "KubernetesDeployer":
     """The deployer for a Cluster with ``spec.kubernetes`` (ClusterUnavailable: no kubeconfig).
-    A relative kubeconfig path is relative to the state directory, as directory paths are."""
+    A relative kubeconfig path is relative to the state directory, as directory paths are.
+    ``releases``: the names of the Releases on this Cluster (what its LISTs select)."""
     target = cluster.spec.kubernetes
     assert target is not None  # make_deployer only calls this for Kubernetes Clusters
     where = f"clusters/{cluster.name}.yaml"
-    return KubernetesDeployer(KubeApi(load_configuration(target, state_dir, where), where))
+    api = KubeApi(load_configuration(target, state_dir, where), where)
+    return KubernetesDeployer(api, releases)
+
+
+def release_selector(releases: Collection[str]) -> str:
+    """The label selector of the tick's LISTs: the objects of these Releases (not those of
+    another repository's Releases on the same cluster), or, for a list too long for a URL,
+    every object with the label."""
+    names = ",".join(sorted(releases))
+    if not names or len(names) > SELECTOR_LIMIT:
+        return LABEL_RELEASE
+    return f"{LABEL_RELEASE} in ({names})"
 
 
 class KubernetesDeployer:
     """A Deployer over one API server, for one tick (see module doc)."""
 
-    def __init__(self, api: KubeApi) -> None:
+    def __init__(self, api: KubeApi, releases: Collection[str] = ()) -> None:
         self.api = api
+        self._selector = release_selector(releases)
         self._live: dict[Identity, Manifest | None] = {}
         self._listed: set[tuple[str, str, str | None]] = set()  # (apiVersion, kind, ns | None=all)
         self._no_cluster_list: set[tuple[str, str]] = set()
@@ -103,7 +121,10 @@ class KubernetesDeployer:
         # (identity, render) -> the live copy it was found settled against, this tick
         self._settled_pairs: dict[tuple[Identity, str | None], Manifest] = {}
         self._all_namespaces: bool | None = None  # listed every namespace (None: not yet)
-        self._workers = ThreadPoolExecutor(max_workers=POOL_SIZE, thread_name_prefix="convoy-k8s")
+        self._reads = threading.Lock()  # one LIST at a time, shared by the tick's Releases
+        self._workers = ThreadPoolExecutor(
+            max_workers=BATCH_WORKERS, thread_name_prefix="convoy-k8s"
+        )
 
     # --- reads ----------------------------------------------------------------------
 
@@ -114,7 +135,7 @@ class KubernetesDeployer:
         return found
 
     def _list(self, resource: Resource, namespace: str | None) -> None:
-        query = {"labelSelector": LABEL_RELEASE, "limit": "500"}
+        query = {"labelSelector": self._selector, "limit": "500"}
         path = resource.path(namespace)
         while True:
             page = self.api.request("GET", path, query)
@@ -128,6 +149,13 @@ class KubernetesDeployer:
             query = {**query, "continue": str(token)}
 
     def _ensure_listed(self, api_version: str, kind: str, namespaces: set[str | None]) -> None:
+        if (api_version, kind, None) in self._listed:
+            return
+        # Releases run side by side: one of them lists, the others wait and share the answer.
+        with self._reads:
+            self._list_kind(api_version, kind, namespaces)
+
+    def _list_kind(self, api_version: str, kind: str, namespaces: set[str | None]) -> None:
         if (api_version, kind, None) in self._listed:
             return
         resource = self._resource(api_version, kind)
@@ -255,16 +283,17 @@ class KubernetesDeployer:
         are few; someone else may have created it), else, when that is forbidden, a GET."""
         if live.get(("", "Namespace", "", name)) is not None or name in self._namespace_names:
             return True
-        if self._all_namespaces is None:
-            try:
-                listing = self.api.request("GET", "/api/v1/namespaces")
-                items = listing.get("items") or []
-                self._all_namespaces = True
-                self._namespace_names.update(str(i["metadata"]["name"]) for i in items)
-            except ApiError as exc:
-                if exc.status != 403:
-                    raise
-                self._all_namespaces = False
+        with self._reads:
+            if self._all_namespaces is None:
+                try:
+                    listing = self.api.request("GET", "/api/v1/namespaces")
+                    items = listing.get("items") or []
+                    self._all_namespaces = True
+                    self._namespace_names.update(str(i["metadata"]["name"]) for i in items)
+                except ApiError as exc:
+                    if exc.status != 403:
+                        raise
+                    self._all_namespaces = False
         if self._all_namespaces:
             return name in self._namespace_names
         return self._get(ObjectKey(api_version="v1", kind="Namespace", name=name)) is not None
@@ -342,8 +371,10 @@ class KubernetesDeployer:
         return result
 
     def _run(self, fn: Callable[[Manifest], T], items: Sequence[Manifest]) -> list[T]:
-        """``fn`` over ``items``, several at a time; results in the items' order."""
-        if len(items) <= 1:
+        """``fn`` over ``items``, results in the items' order: a large batch several at a
+        time; a small one in the calling thread (Releases run side by side already, and
+        handing each request to another thread costs more than it saves)."""
+        if len(items) <= SMALL_BATCH:
             return [fn(item) for item in items]
         return list(self._workers.map(fn, items))
 

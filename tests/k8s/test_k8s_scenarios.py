@@ -8,9 +8,11 @@ import threading
 from typing import Any
 
 import pytest
+import yaml
 
 from convoy_batch.deployers import kubeapi, kubernetes
-from tests.k8s.k8s_scenario import KubeScenario
+from convoy_batch.models import Cluster, ObjectKey
+from tests.k8s.k8s_scenario import KubeScenario, kube_cluster
 from tests.k8s.testenv import eventually
 from tests.scenario import FAILURE_POLICY
 
@@ -314,3 +316,29 @@ def test_an_api_server_stopped_mid_tick_fails_the_rest_and_the_next_tick_converg
     for name in names:
         assert s.status(name)["lastAttempted"]["reason"] == "Synced"
         assert s.deployment_image(name) == f"example/{name}:1.0"
+
+
+def test_a_tick_lists_the_objects_of_its_own_releases_only(kscenario: KubeScenario) -> None:
+    s = kscenario
+    s.app("ownlist")
+    assert s.reconcile("ownlist", minutes=0).code == 0
+    # Another repository's Release has an object on the same cluster.
+    foreign = {"metadata": {"name": "foreign", "labels": {"convoy.dev/release": "elsewhere"}}}
+    s.kube.core.create_namespaced_config_map("ownlist", foreign)
+    cluster = Cluster.model_validate(yaml.safe_load(kube_cluster(s.kube.kubeconfig)))
+    own = ObjectKey(api_version="v1", kind="ConfigMap", namespace="ownlist", name="ownlist-config")
+    other = ObjectKey(api_version="v1", kind="ConfigMap", namespace="ownlist", name="foreign")
+
+    found = kubernetes.from_cluster(cluster, s.state, ["ownlist"]).get_many([own, other])
+    assert found[own] is not None
+    assert found[other] is None
+    # Without the Releases' names (or too many of them), every labelled object is listed.
+    found = kubernetes.from_cluster(cluster, s.state).get_many([own, other])
+    assert found[own] is not None and found[other] is not None
+
+
+def test_the_release_selector_names_the_releases_while_it_stays_short() -> None:
+    assert kubernetes.release_selector(["b", "a"]) == "convoy.dev/release in (a,b)"
+    assert kubernetes.release_selector([]) == "convoy.dev/release"
+    many = [f"release-{i:05d}" for i in range(1000)]
+    assert kubernetes.release_selector(many) == "convoy.dev/release"
