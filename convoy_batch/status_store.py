@@ -268,6 +268,7 @@ class StatusStore:
         self._deferred: dict[str, str] | None = None
         self._committer: ThreadPoolExecutor | None = None
         self._roots: dict[str, bytes] = {}
+        self._entry_bytes: dict[tuple[bytes, int, str], bytes] = {}
         self._loose = LooseObjectDB(os.path.join(self.repo.common_dir, "objects"))
         self.unreadable: set[str] = set()
         """Status files :meth:`load_all` could not read (their renders are unknown)."""
@@ -337,8 +338,7 @@ class StatusStore:
         """``git update-ref HEAD new old`` in-process, by git's own protocol: the ref's
         ``.lock`` file taken exclusively (so git itself waits), the old value checked
         under it, then renamed into place, and the reflogs appended."""
-        head = self.repo.head
-        ref = "HEAD" if head.is_detached else str(head.reference.path)
+        ref = self._head_ref()
         base = Path(self.repo.git_dir if ref == "HEAD" else self.repo.common_dir)
         path = base / ref
         lock = path.with_name(path.name + ".lock")
@@ -418,13 +418,24 @@ class StatusStore:
             binsha, mode = self._replace(sub, parts[1:], binsha, mode), _DIR_MODE
         entries = [e for e in entries if e[2] != name]
         bisect.insort(entries, (binsha, mode, name), key=_git_order)
-        out = io.BytesIO()
-        tree_to_stream(entries, out.write)
-        written = bytes.fromhex(self._store("tree", out.getvalue()))
+        written = bytes.fromhex(self._store("tree", b"".join(map(self._encoded, entries))))
         if len(self._trees) > 16:
             self._trees.clear()
         self._trees[written] = entries  # the next commit starts from this tree
         return written
+
+    def _encoded(self, entry: tuple[bytes, int, str]) -> bytes:
+        """One tree entry as git stores it, encoded once: a tree is its entries one after
+        the other, and re-encoding (and re-validating) the whole status folder for every
+        commit would make a tick quadratic."""
+        found = self._entry_bytes.get(entry)
+        if found is None:
+            if len(self._entry_bytes) > 100_000:
+                self._entry_bytes.clear()
+            out = io.BytesIO()
+            tree_to_stream([entry], out.write)
+            found = self._entry_bytes[entry] = out.getvalue()
+        return found
 
     def _entries(self, tree: bytes) -> list[tuple[bytes, int, str]]:
         """A tree's entries; the ones this store just wrote are not read back (parsing
@@ -590,9 +601,21 @@ class StatusStore:
         data = self._head_blob(_path(name), head or self._head_sha())
         return data.decode(errors="replace") if data is not None else None
 
+    def _head_ref(self) -> str:
+        """The ref HEAD points at (``refs/heads/main``); ``HEAD`` when it is detached."""
+        text = (Path(self.repo.git_dir) / "HEAD").read_text().strip()
+        return text.removeprefix("ref:").strip() if text.startswith("ref:") else "HEAD"
+
     def _head_sha(self) -> str | None:
         """HEAD's commit id, from the ref files alone (no object lookup); None on a branch
-        with no commit yet."""
+        with no commit yet. A loose branch ref is read directly (this runs several times
+        per commit); packed refs and a detached HEAD through GitPython."""
+        ref = self._head_ref()
+        if ref != "HEAD":
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                sha = (Path(self.repo.common_dir) / ref).read_text().strip()
+                if len(sha) == 40:
+                    return sha
         try:
             return str(SymbolicReference.dereference_recursive(self.repo, "HEAD"))
         except ValueError:

@@ -297,6 +297,36 @@ def test_commit_works_on_a_branch_with_no_commit_yet(tmp_path: Path) -> None:
     assert porcelain(path) == []
 
 
+def test_many_commits_in_one_batch_write_trees_git_accepts(repo: Path) -> None:
+    # Names that sort around each other and around other folders ("status" vs "status.d").
+    commit_files(repo, {"status.d/keep.txt": "x\n", "statusx": "y\n"}, "neighbours")
+    names = ["web", "web-1", "web.1", "a", "zz", "m-0", *(f"app-{i:03d}" for i in range(40))]
+    store = store_of(repo)
+    with store.batch():
+        futures = [store.commit_later(n, status(message=n), f"{n}: Synced") for n in names]
+    assert all(f.result() for f in futures)
+    run_git(repo, "fsck", "--strict", "--no-dangling")
+    listed = run_git(repo, "ls-tree", "-r", "--name-only", "HEAD").splitlines()
+    assert sorted(listed) == sorted(
+        ["README.md", "releases/web.yaml", "status.d/keep.txt", "statusx"]
+        + [f"status/{n}.yaml" for n in names]
+    )
+    assert run_git(repo, "rev-list", "--count", "HEAD") == str(len(names) + 2)
+    assert porcelain(repo) == []
+
+
+def test_commits_follow_a_packed_branch_ref_and_a_detached_head(repo: Path) -> None:
+    run_git(repo, "pack-refs", "--all")  # the branch now lives in packed-refs only
+    store = store_of(repo)
+    first = store.commit("web", FULL, "web: Synced")
+    assert first == head(repo) == run_git(repo, "rev-parse", "refs/heads/main")
+    run_git(repo, "checkout", "-q", "--detach")
+    second = store.commit("web", status(message="detached"), "web: Synced")
+    assert second == head(repo)
+    assert run_git(repo, "rev-parse", "refs/heads/main") == first  # the branch stays
+    assert run_git(repo, "rev-parse", f"{second}^") == first
+
+
 # --- reading ------------------------------------------------------------------------------
 
 
