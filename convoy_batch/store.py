@@ -102,18 +102,22 @@ class RenderStore:
 
     def __init__(self, state_dir: Path) -> None:
         self.root = Path(state_dir) / "renders"
+        self._verified: set[str] = set()  # read back or written by this instance (one tick)
 
     def path(self, ref: str) -> Path:
         return self.root / f"{ref_hex(ref)}.json"
 
     def put(self, ref: str, canonical: bytes) -> None:
-        """Store ``canonical`` under ``ref``; a valid blob already there is not rewritten."""
+        """Store ``canonical`` under ``ref``; a valid blob already there is not rewritten
+        (nor read again when this instance has verified it already)."""
         if hashlib.sha256(canonical).hexdigest() != ref_hex(ref):
             raise ValueError(f"render store: content does not hash to {ref}")
-        path = self.path(ref)
-        if self._valid(path, ref):
+        if ref in self._verified:
             return
-        atomic_write(path, canonical)
+        path = self.path(ref)
+        if not self._valid(path, ref):
+            atomic_write(path, canonical)
+        self._verified.add(ref)
 
     def get(self, ref: str) -> bytes | None:
         """The verified blob of ``ref``; None when absent or corrupt (corrupt is reported)."""
@@ -123,6 +127,7 @@ class RenderStore:
         except FileNotFoundError:
             return None
         if hashlib.sha256(data).hexdigest() == ref_hex(ref):
+            self._verified.add(ref)
             return data
         aside = path.with_suffix(".corrupt")
         log.warning("%s: content does not hash to %s; moved to %s, not used", path, ref, aside)
@@ -142,6 +147,7 @@ class RenderStore:
             if ref not in kept:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.path(ref))
+                self._verified.discard(ref)
                 removed.append(ref)
         return sorted(removed)
 
@@ -229,9 +235,12 @@ class Locks:
     def _hold(self, file_name: str, timeout: float) -> Iterator[None]:
         # flock(2) straight from the stdlib: filelock costs ~0.35 ms a lock, which is a
         # whole parse baseline over a tick of 1000 Releases.
-        self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / file_name
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # the first lock of this state directory
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             _flock(fd, path, timeout)
             try:
