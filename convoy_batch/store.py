@@ -1,10 +1,12 @@
 """Machine-local state under the state directory (SPEC 2): renders, inventories, locks, ticks.
 
 Does file I/O. Every write is atomic (temp file in the same folder, fsync, rename, fsync
-of the folder). Paths are built only from validated names and refs, so nothing a
-Release or a status file says can make a store read or write outside the state
-directory. Unreadable state is reported as a warning on the ``convoy_batch`` logger and
-treated as absent: a corrupt render blob is never applied.
+of the folder); renders and inventories are written so by a :class:`Writer` in the
+background during a tick, which waits for them before it ends. Paths are built only
+from validated names and refs, so nothing a Release or a status file says can make a
+store read or write outside the state directory. Unreadable state is reported as a
+warning on the ``convoy_batch`` logger and treated as absent: a corrupt render blob is
+never applied.
 """
 
 import contextlib
@@ -15,8 +17,10 @@ import logging
 import os
 import re
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +81,64 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
         _fsync_dir(path.parent)
 
 
+class Writer:
+    """Atomic, durable writes (``atomic_write``) done on a few background threads, so a
+    caller does not wait for the fsyncs (milliseconds each on many disks). Writes to one
+    path land in order, the newest last; :meth:`pending` serves a write that has not
+    landed yet to the readers of the tick; :meth:`drain` waits for every write and
+    raises the first failure (the end of a tick)."""
+
+    def __init__(self, workers: int = 4) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="convoy-write")
+        self._lock = threading.Lock()
+        self._pending: dict[Path, bytes] = {}
+        self._path_locks: dict[Path, threading.Lock] = {}
+        self._jobs: list[Future[None]] = []
+
+    def write(self, path: Path, data: bytes) -> None:
+        with self._lock:
+            self._pending[path] = data
+            path_lock = self._path_locks.setdefault(path, threading.Lock())
+            try:
+                self._jobs.append(self._pool.submit(self._land, path, path_lock))
+                return
+            except RuntimeError:  # closed: write it here and now
+                del self._pending[path]
+        atomic_write(path, data)
+
+    def pending(self, path: Path) -> bytes | None:
+        """The data of a write to ``path`` that has not landed yet."""
+        with self._lock:
+            return self._pending.get(path)
+
+    def drain(self) -> None:
+        """Wait until every write has landed; the first failure is raised (OSError)."""
+        with self._lock:
+            jobs, self._jobs = self._jobs, []
+        errors = [job.exception() for job in jobs]
+        if failed := next(filter(None, errors), None):
+            raise failed
+
+    def close(self) -> None:
+        """:meth:`drain`, then stop the threads (a later write is made in the caller)."""
+        try:
+            self.drain()
+        finally:
+            self._pool.shutdown(wait=True)
+
+    def _land(self, path: Path, path_lock: threading.Lock) -> None:
+        with path_lock:  # one write of a path at a time, each with the newest data
+            data = self.pending(path)
+            if data is None:
+                return  # an earlier job wrote the newest data already
+            try:
+                atomic_write(path, data)
+            finally:
+                with self._lock:
+                    if self._pending.get(path) is data:
+                        del self._pending[path]
+
+
 def _fsync_dir(folder: Path) -> None:
     """Make the rename durable; some platforms cannot open a directory, which is fine."""
     try:
@@ -100,9 +162,10 @@ def _describe(path: Path, exc: Exception) -> str:
 class RenderStore:
     """``<state>/renders/<hex>.json``: the canonical JSON of each render, content addressed."""
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, writer: Writer | None = None) -> None:
         self.root = Path(state_dir) / "renders"
         self._verified: set[str] = set()  # read back or written by this instance (one tick)
+        self._writer = writer
 
     def path(self, ref: str) -> Path:
         return self.root / f"{ref_hex(ref)}.json"
@@ -116,14 +179,14 @@ class RenderStore:
             return
         path = self.path(ref)
         if not self._valid(path, ref):
-            atomic_write(path, canonical)
+            _write(self._writer, path, canonical)
         self._verified.add(ref)
 
     def get(self, ref: str) -> bytes | None:
         """The verified blob of ``ref``; None when absent or corrupt (corrupt is reported)."""
         path = self.path(ref)
         try:
-            data = path.read_bytes()
+            data = _read(self._writer, path)
         except FileNotFoundError:
             return None
         if hashlib.sha256(data).hexdigest() == ref_hex(ref):
@@ -172,8 +235,9 @@ class RenderStore:
 class InventoryStore:
     """``<state>/inventory/<release>.json``: the ReleaseInventory of each Release."""
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, writer: Writer | None = None) -> None:
         self.root = Path(state_dir) / "inventory"
+        self._writer = writer
 
     def path(self, release: str) -> Path:
         return self.root / f"{check_release_name(release)}.json"
@@ -183,7 +247,8 @@ class InventoryStore:
         path = self.path(release)
         empty = ReleaseInventory(release=release)
         try:
-            inventory = parse_model(ReleaseInventory, json.loads(path.read_bytes()), str(path))
+            data = json.loads(_read(self._writer, path))
+            inventory = parse_model(ReleaseInventory, data, str(path))
         except FileNotFoundError:
             return empty
         except (OSError, ValueError) as exc:  # JSONDecodeError and parse_model's are ValueErrors
@@ -196,7 +261,19 @@ class InventoryStore:
 
     def save(self, inventory: ReleaseInventory) -> None:
         data = inventory.model_dump(mode="json", by_alias=True)
-        atomic_write(self.path(inventory.release), _json_bytes(data))
+        _write(self._writer, self.path(inventory.release), _json_bytes(data))
+
+
+def _write(writer: Writer | None, path: Path, data: bytes) -> None:
+    if writer is None:
+        atomic_write(path, data)
+    else:
+        writer.write(path, data)
+
+
+def _read(writer: Writer | None, path: Path) -> bytes:
+    pending = writer.pending(path) if writer is not None else None
+    return pending if pending is not None else path.read_bytes()
 
 
 def _json_bytes(data: object) -> bytes:

@@ -26,6 +26,7 @@ from convoy_batch.store import (
     RenderStore,
     TickRecord,
     TickStore,
+    Writer,
 )
 
 log = logging.getLogger("convoy_batch")
@@ -54,16 +55,20 @@ class Stores:
     inventories: InventoryStore
     ticks: TickStore
     locks: Locks
+    writer: Writer
+    """Renders and inventories are written through it, in the background."""
 
     @classmethod
     def open(cls, state_dir: Path) -> "Stores":
         state_dir.mkdir(parents=True, exist_ok=True)
+        writer = Writer()
         return cls(
             state_dir=state_dir,
-            renders=RenderStore(state_dir),
-            inventories=InventoryStore(state_dir),
+            renders=RenderStore(state_dir, writer),
+            inventories=InventoryStore(state_dir, writer),
             ticks=TickStore(state_dir),
             locks=Locks(state_dir),
+            writer=writer,
         )
 
 
@@ -140,7 +145,8 @@ class Tick:
         return self.caches[name]
 
     def close(self) -> None:
-        """Save what the tick learnt for the next one (parse caches)."""
+        """Wait for the tick's writes, save what it learnt for the next one (parse caches)."""
+        self.stores.writer.close()
         for cache in self.caches.values():
             cache.save()
         self.stores.ticks.flush()

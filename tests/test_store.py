@@ -20,6 +20,7 @@ from convoy_batch.store import (
     RenderStore,
     TickRecord,
     TickStore,
+    Writer,
     atomic_write,
 )
 
@@ -53,6 +54,48 @@ def test_atomic_write_keeps_the_mode_of_the_file_it_replaces(tmp_path: Path) -> 
     target.chmod(0o640)
     atomic_write(target, b"new")
     assert target.stat().st_mode & 0o777 == 0o640
+
+
+# --- Writer (background atomic writes) ----------------------------------------------------
+
+
+def test_background_writes_to_one_path_land_in_order_the_newest_last(tmp_path: Path) -> None:
+    writer = Writer()
+    target = tmp_path / "deep" / "file.json"
+    for n in range(50):
+        writer.write(target, f"version {n}".encode())
+    writer.drain()
+    assert target.read_bytes() == b"version 49"
+    assert writer.pending(target) is None
+    assert os.listdir(target.parent) == ["file.json"]
+
+
+def test_a_failed_background_write_is_raised_by_drain(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    writer = Writer()
+    writer.write(tmp_path / "a-file" / "inventory.json", b"{}")
+    with pytest.raises(OSError):
+        writer.drain()
+    writer.drain()  # reported once
+
+
+def test_after_close_a_write_is_made_at_once(tmp_path: Path) -> None:
+    writer = Writer()
+    writer.close()
+    writer.write(tmp_path / "late.json", b"late")
+    assert (tmp_path / "late.json").read_bytes() == b"late"
+
+
+def test_stores_read_their_own_background_writes(tmp_path: Path) -> None:
+    writer = Writer()
+    renders, inventories = RenderStore(tmp_path, writer), InventoryStore(tmp_path, writer)
+    renders.put(REF_A, DATA_A)
+    inventories.save(inventory())
+    assert renders.get(REF_A) == DATA_A  # landed or not yet
+    assert inventories.load("web") == inventory()
+    writer.close()
+    assert RenderStore(tmp_path).get(REF_A) == DATA_A
+    assert InventoryStore(tmp_path).load("web") == inventory()
 
 
 # --- RenderStore --------------------------------------------------------------------------
