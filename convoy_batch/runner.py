@@ -238,7 +238,7 @@ def run_tick(
     report = TickReport()
     with tick.status_store.batch():
         _reconcile_due(tick, entries, names, all_releases, observe_first, report)
-    tick.stores.writer.drain()  # renders and inventories on disk before the GC looks
+    tick.stores.writer.drain()  # renders on disk before the GC looks
     # A status file that could not be read may refer to renders nobody else knows of
     # (its last healthy one): no garbage collection until it is readable or rewritten.
     unknown = tick.status_store.unreadable - {h.name for h in report.handled}

@@ -1,8 +1,9 @@
 """Machine-local state under the state directory (SPEC 2): renders, inventories, locks, ticks.
 
 Does file I/O. Every write is atomic (temp file in the same folder, fsync, rename, fsync
-of the folder); renders and inventories are written so by a :class:`Writer` in the
-background during a tick, which waits for them before it ends. Paths are built only
+of the folder); renders (content addressed, never rewritten with other content) are
+written so by a :class:`Writer` in the background during a tick, which waits for them
+before it ends. Paths are built only
 from validated names and refs, so nothing a Release or a status file says can make a
 store read or write outside the state directory. Unreadable state is reported as a
 warning on the ``convoy_batch`` logger and treated as absent: a corrupt render blob is
@@ -179,14 +180,18 @@ class RenderStore:
             return
         path = self.path(ref)
         if not self._valid(path, ref):
-            _write(self._writer, path, canonical)
+            if self._writer is None:
+                atomic_write(path, canonical)
+            else:
+                self._writer.write(path, canonical)
         self._verified.add(ref)
 
     def get(self, ref: str) -> bytes | None:
         """The verified blob of ``ref``; None when absent or corrupt (corrupt is reported)."""
         path = self.path(ref)
         try:
-            data = _read(self._writer, path)
+            pending = self._writer.pending(path) if self._writer is not None else None
+            data = pending if pending is not None else path.read_bytes()
         except FileNotFoundError:
             return None
         if hashlib.sha256(data).hexdigest() == ref_hex(ref):
@@ -235,9 +240,8 @@ class RenderStore:
 class InventoryStore:
     """``<state>/inventory/<release>.json``: the ReleaseInventory of each Release."""
 
-    def __init__(self, state_dir: Path, writer: Writer | None = None) -> None:
+    def __init__(self, state_dir: Path) -> None:
         self.root = Path(state_dir) / "inventory"
-        self._writer = writer
 
     def path(self, release: str) -> Path:
         return self.root / f"{check_release_name(release)}.json"
@@ -247,8 +251,7 @@ class InventoryStore:
         path = self.path(release)
         empty = ReleaseInventory(release=release)
         try:
-            data = json.loads(_read(self._writer, path))
-            inventory = parse_model(ReleaseInventory, data, str(path))
+            inventory = parse_model(ReleaseInventory, json.loads(path.read_bytes()), str(path))
         except FileNotFoundError:
             return empty
         except (OSError, ValueError) as exc:  # JSONDecodeError and parse_model's are ValueErrors
@@ -261,19 +264,9 @@ class InventoryStore:
 
     def save(self, inventory: ReleaseInventory) -> None:
         data = inventory.model_dump(mode="json", by_alias=True)
-        _write(self._writer, self.path(inventory.release), _json_bytes(data))
-
-
-def _write(writer: Writer | None, path: Path, data: bytes) -> None:
-    if writer is None:
-        atomic_write(path, data)
-    else:
-        writer.write(path, data)
-
-
-def _read(writer: Writer | None, path: Path) -> bytes:
-    pending = writer.pending(path) if writer is not None else None
-    return pending if pending is not None else path.read_bytes()
+        # Written before the Release's lock is let go (not in the background): another
+        # process reconciling it next must not see its newer inventory overwritten late.
+        atomic_write(self.path(inventory.release), _json_bytes(data))
 
 
 def _json_bytes(data: object) -> bytes:

@@ -56,7 +56,7 @@ class Stores:
     ticks: TickStore
     locks: Locks
     writer: Writer
-    """Renders and inventories are written through it, in the background."""
+    """Renders are written through it, in the background."""
 
     @classmethod
     def open(cls, state_dir: Path) -> "Stores":
@@ -65,7 +65,7 @@ class Stores:
         return cls(
             state_dir=state_dir,
             renders=RenderStore(state_dir, writer),
-            inventories=InventoryStore(state_dir, writer),
+            inventories=InventoryStore(state_dir),
             ticks=TickStore(state_dir),
             locks=Locks(state_dir),
             writer=writer,

@@ -86,16 +86,13 @@ def test_after_close_a_write_is_made_at_once(tmp_path: Path) -> None:
     assert (tmp_path / "late.json").read_bytes() == b"late"
 
 
-def test_stores_read_their_own_background_writes(tmp_path: Path) -> None:
+def test_the_render_store_reads_its_own_background_writes(tmp_path: Path) -> None:
     writer = Writer()
-    renders, inventories = RenderStore(tmp_path, writer), InventoryStore(tmp_path, writer)
+    renders = RenderStore(tmp_path, writer)
     renders.put(REF_A, DATA_A)
-    inventories.save(inventory())
     assert renders.get(REF_A) == DATA_A  # landed or not yet
-    assert inventories.load("web") == inventory()
     writer.close()
     assert RenderStore(tmp_path).get(REF_A) == DATA_A
-    assert InventoryStore(tmp_path).load("web") == inventory()
 
 
 # --- RenderStore --------------------------------------------------------------------------
