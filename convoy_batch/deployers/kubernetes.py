@@ -23,7 +23,8 @@ Decisions where the spec is silent:
   applied first whenever an object needs it and it does not exist yet, even when the
   Namespace sits in a later wave than a PreSync hook.
 - Apply, within one call: Namespaces, then CRDs (each waited for until the server
-  serves its kind), then the rest in kind order, several requests at a time; the first
+  serves its kind), then the rest in kind order (a stage of more than 8 objects 8
+  requests at a time, a smaller one from the calling thread); the first
   failure in that order is the one reported.
 - Hooks (``convoy.dev/hook``) are re-created when the live copy's ``convoy.dev/render``
   differs (deleted in the background, then applied) and left alone for the same render.
