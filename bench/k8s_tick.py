@@ -35,6 +35,8 @@ from datetime import timedelta
 from functools import partial
 from pathlib import Path
 
+from tick import app_files, build_repo  # bench/tick.py, next to this script
+
 from convoy_batch.deployers import kubeapi
 from convoy_batch.runner import run_tick
 from convoy_batch.timefmt import parse_time
@@ -42,85 +44,31 @@ from convoy_batch.timefmt import parse_time
 T0 = parse_time("2026-11-29T12:00:00Z")
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "k8s-testenv"
 
-OBJECTS = """\
-apiVersion: v1
-kind: Namespace
-metadata: {name: ${namespace}}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: ${release}}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: ${release}}}
-  template:
-    metadata: {labels: {app: ${release}}}
-    spec:
-      containers:
-        - name: app
-          image: example/${release}:1.0
-          ports: [{containerPort: 8080, protocol: TCP}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: ${release}}
-spec:
-  selector: {app: ${release}}
-  ports: [{port: 80, targetPort: 8080, protocol: TCP}]
-"""
-CONFIGMAP = """\
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: ${release}-config-INDEX}
-data: {env: ${env}, index: "INDEX", release: ${release}}
-"""
-
-
-def app_files() -> dict[str, str]:
-    files = {"workload.yaml": OBJECTS}
-    files.update({f"config-{n}.yaml": CONFIGMAP.replace("INDEX", str(n)) for n in range(3)})
-    return files
+NAMESPACE = "apiVersion: v1\nkind: Namespace\nmetadata: {name: ${namespace}}\n"
 
 
 def rendered(name: str, namespace: str) -> str:
     """The Release's manifests as kubectl gets them (namespaces written out)."""
-    docs = []
+    docs = [NAMESPACE.replace("${namespace}", namespace)]
     for text in app_files().values():
         text = text.replace("${release}", name).replace("${env}", "bench")
-        text = text.replace("${namespace}", namespace)
+        text = text.replace("${replicas}", "2")
         for doc in text.split("---\n"):
-            if "kind: Namespace" not in doc:
-                doc = doc.replace("metadata: {name:", f"metadata: {{namespace: {namespace}, name:")
-            docs.append(doc)
+            docs.append(
+                doc.replace("metadata: {name:", f"metadata: {{namespace: {namespace}, name:")
+            )
     return "---\n".join(docs)
 
 
-def build_repo(root: Path, prefix: str, releases: int, kubeconfig: Path) -> None:
-    """A GitOps repository of ``releases`` Releases ``<prefix>-NNNN`` on one Cluster."""
-    (root / "clusters").mkdir(parents=True)
-    (root / "clusters" / "bench.yaml").write_text(
-        "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\nmetadata: {name: bench}\n"
-        f"spec:\n  vars: {{env: bench}}\n  kubernetes: {{kubeconfig: '{kubeconfig}'}}\n"
+def build(root: Path, prefix: str, releases: int, kubeconfig: Path) -> None:
+    """bench/tick.py's repository, each Release with its Namespace, on the API server."""
+    build_repo(
+        root,
+        releases,
+        prefix=prefix,
+        cluster=f"{{vars: {{env: bench}}, kubernetes: {{kubeconfig: '{kubeconfig}'}}}}",
+        extra={"namespace.yaml": NAMESPACE},
     )
-    (root / "releases").mkdir()
-    for i in range(releases):
-        name = f"{prefix}-{i:04d}"
-        app = root / "apps" / name
-        app.mkdir(parents=True)
-        for file, text in app_files().items():
-            (app / file).write_text(text)
-        (root / "releases" / f"{name}.yaml").write_text(
-            "apiVersion: convoy.dev/v1alpha1\nkind: Release\n"
-            f"metadata: {{name: {name}}}\n"
-            f"spec:\n  cluster: bench\n  namespace: {name}\n  source: {{path: apps/{name}}}\n"
-            "  failurePolicy: {progressDeadline: 10m}\n"
-        )
-    git = ["git", "-C", str(root)]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    subprocess.run([*git, "config", "user.name", "bench"], check=True)
-    subprocess.run([*git, "config", "user.email", "bench@localhost"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "bench"], check=True)
 
 
 def _free_port() -> int:
@@ -225,7 +173,7 @@ def main() -> None:
         kubectl = Kubectl(kubectl_path, kc, work, args.releases)
         for n in range(args.rounds):
             repo, state = work / f"repo-{n}", work / f"state-{n}"
-            build_repo(repo, f"app{n}", args.releases, kc.resolve())
+            build(repo, f"app{n}", args.releases, kc.resolve())
             single = kubectl.single_file(f"ks{n}")
             steps: list[tuple[str, Callable[[], object]]] = [
                 ("convoy-batch first tick", convoy_tick(repo, state, 0)),

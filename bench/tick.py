@@ -15,7 +15,7 @@ import resource
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 
@@ -56,22 +56,35 @@ data: {env: ${env}, index: "INDEX", release: ${release}}
 """
 
 
-def build_repo(root: Path, releases: int) -> list[str]:
-    """A GitOps repository with N Releases of 5 objects; returns the manifest texts."""
+def app_files() -> dict[str, str]:
+    """One Release's source files: a Deployment and a Service, and 3 ConfigMaps."""
+    files = {"workload.yaml": OBJECTS}
+    files.update({f"config-{n}.yaml": CONFIGMAP.replace("INDEX", str(n)) for n in range(3)})
+    return files
+
+
+def build_repo(
+    root: Path,
+    releases: int,
+    *,
+    prefix: str = "app",
+    cluster: str = "{vars: {env: bench}}",
+    extra: Mapping[str, str] | None = None,
+) -> list[str]:
+    """A GitOps repository with N Releases ``<prefix>-NNNN`` of ``app_files()`` (and
+    ``extra`` files) on one Cluster with spec ``cluster``; returns the manifest texts."""
     texts: list[str] = []
     (root / "clusters").mkdir(parents=True)
     (root / "clusters" / "bench.yaml").write_text(
         "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\nmetadata: {name: bench}\n"
-        "spec: {vars: {env: bench}}\n"
+        f"spec: {cluster}\n"
     )
     (root / "releases").mkdir()
     for i in range(releases):
-        name = f"app-{i:04d}"
+        name = f"{prefix}-{i:04d}"
         app = root / "apps" / name
         app.mkdir(parents=True)
-        files = {"workload.yaml": OBJECTS}
-        files.update({f"config-{n}.yaml": CONFIGMAP.replace("INDEX", str(n)) for n in range(3)})
-        for file, text in files.items():
+        for file, text in {**app_files(), **(extra or {})}.items():
             (app / file).write_text(text)
             texts.append(
                 text.replace("${release}", name)
