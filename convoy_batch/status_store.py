@@ -12,6 +12,7 @@ themselves and our newer status wins.
 import bisect
 import contextlib
 import io
+import json
 import logging
 import os
 import re
@@ -146,7 +147,12 @@ def render_status(old_text: str | None, status: ReleaseStatus) -> str:
             _THREAD.yaml = None  # not reused after a failure half-way
             rt = _rt_yaml()
             doc = None
-    doc = _merge(doc, new) if isinstance(doc, CommentedMap) else _fresh(new)
+    if isinstance(doc, CommentedMap):
+        return _dump(rt, _merge(doc, new))
+    return _SECTIONS.emit(rt, new)
+
+
+def _dump(rt: YAML, doc: Any) -> str:
     out = io.StringIO()
     try:
         rt.dump(doc, out)
@@ -154,6 +160,61 @@ def render_status(old_text: str | None, status: ReleaseStatus) -> str:
         _THREAD.yaml = None  # not reused after a failure half-way
         raise
     return out.getvalue()
+
+
+class _SectionCache:
+    """The text of top-level entries (``rollout:``, ``conditions:``...) by value.
+
+    A fresh status is its top-level entries' texts one after the other, each exactly what
+    the whole document's dump writes for it (block style: an entry starts at column 0
+    and everything inside it is indented). Most entries repeat, across Releases in one
+    tick (a first rollout's condition, ``lastHealthy: null``) and from one tick to the
+    next (all but the entry that changed), so only the entries not seen before are
+    dumped, in one document, and cut apart at their keys."""
+
+    LIMIT = 20_000
+
+    def __init__(self) -> None:
+        self._texts: dict[tuple[str, str], str] = {}
+        self._lock = threading.Lock()
+
+    def emit(self, rt: YAML, new: Mapping[str, Any]) -> str:
+        """The text of the new document ``new`` (its top-level entries in order)."""
+        if not new:
+            return _dump(rt, _fresh(new))
+        ids = {key: (key, json.dumps(value)) for key, value in new.items()}
+        with self._lock:
+            found = {key: self._texts[i] for key, i in ids.items() if i in self._texts}
+        missing = {key: value for key, value in new.items() if key not in found}
+        if missing:
+            cut = _top_level_entries(_dump(rt, _fresh(missing)))
+            if cut is None or list(cut) != list(missing):
+                return _dump(rt, _fresh(new))  # not cut cleanly: the whole document
+            found.update(cut)
+            with self._lock:
+                if len(self._texts) > self.LIMIT:
+                    self._texts.clear()
+                self._texts.update((ids[key], text) for key, text in cut.items())
+        return "".join(found[key] for key in new)
+
+
+_SECTIONS = _SectionCache()
+_ENTRY_START = re.compile(r"^(?=\S)", re.MULTILINE)
+
+
+def _top_level_entries(text: str) -> dict[str, str] | None:
+    """A block mapping's text cut at its top-level keys; None when it is not one."""
+    starts = [m.start() for m in _ENTRY_START.finditer(text)]
+    if not starts or starts[0] != 0:
+        return None
+    entries: dict[str, str] = {}
+    for start, end in zip(starts, [*starts[1:], len(text)], strict=True):
+        chunk = text[start:end]
+        key, colon, _ = chunk.partition(":")
+        if not colon or not key.isidentifier() or key in entries:
+            return None
+        entries[key] = chunk
+    return entries
 
 
 def _fresh(value: Any) -> Any:

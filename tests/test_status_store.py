@@ -12,6 +12,7 @@ from pathlib import Path
 import git
 import pytest
 
+from convoy_batch import status_store
 from convoy_batch.models import (
     Attempt,
     Condition,
@@ -175,6 +176,36 @@ def test_a_written_status_reloads_equal(repo: Path, written: ReleaseStatus) -> N
     store.commit("web", written, "web: Synced")
     assert store.load("web") == written
     assert store.load_all() == {"web": written}
+
+
+STATUSES = [
+    ReleaseStatus(),
+    FULL,
+    status(reason="no", message="1:20"),
+    status(reason="True", message="null"),
+    status(message="web.yaml: spec: x # not a comment"),
+    status(message="line one\n  line two: 'quoted' \"too\""),
+    status(message="line one\n\nafter a blank line\n- not: a key"),
+    status(message="2026-11-29T12:00:00Z"),
+    status(message="x" * 5000),
+    status(ref=REF_OLD, message="- a dash first"),
+]
+
+
+def test_a_fresh_status_is_its_sections_cut_from_one_dump_and_reused() -> None:
+    # Every text equals ruamel's dump of the whole document, whether its top-level
+    # entries were dumped now (cold), taken from earlier statuses (warm), or mixed.
+    rt = status_store._rt_yaml()
+
+    def whole(written: ReleaseStatus) -> str:
+        return status_store._dump(rt, status_store._fresh(written.dump_status()))
+
+    cache = status_store._SectionCache()
+    for _ in range(2):  # the second pass finds every entry cached
+        for written in STATUSES:
+            assert cache.emit(rt, written.dump_status()) == whole(written)
+    mixed = status(ref=REF_OLD, message="new")  # a new rollout message, the rest seen
+    assert cache.emit(rt, mixed.dump_status()) == whole(mixed)
 
 
 def test_a_new_status_file_has_every_key_in_spec_order_and_quoted_times(repo: Path) -> None:
