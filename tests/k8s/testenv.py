@@ -6,7 +6,6 @@ with the reason; under ``CI=true`` it fails them, so a broken environment is nev
 """
 
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -27,12 +26,6 @@ def unavailable(reason: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"Kubernetes test environment unavailable: {reason}", pytrace=False)
     pytest.skip(f"Kubernetes test environment unavailable: {reason}")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def eventually(check: Callable[[], Any], what: str, timeout: float = WAIT) -> Any:
@@ -124,11 +117,7 @@ def start(folder: Path) -> KubeEnv:
     if not SCRIPT.exists():
         unavailable(f"{SCRIPT} is missing")
     env = dict(os.environ)
-    env.update(
-        CONVOY_K8S_PORT=str(free_port()),
-        CONVOY_K8S_ETCD_PORT=str(free_port()),
-        CONVOY_K8S_ETCD_PEER_PORT=str(free_port()),
-    )
+    env["CONVOY_K8S_PORT"] = "auto"  # free ports, picked by the script
     try:
         done = subprocess.run(
             [str(SCRIPT), "start", str(folder)],
