@@ -11,6 +11,7 @@ themselves and our newer status wins.
 
 import bisect
 import contextlib
+import hashlib
 import io
 import json
 import logging
@@ -172,17 +173,17 @@ class _SectionCache:
     next (all but the entry that changed), so only the entries not seen before are
     dumped, in one document, and cut apart at their keys."""
 
-    LIMIT = 20_000
+    LIMIT = 10_000  # entries (texts of a few hundred bytes each), then start over
 
     def __init__(self) -> None:
-        self._texts: dict[tuple[str, str], str] = {}
+        self._texts: dict[bytes, str] = {}  # digest of (key, value) -> text
         self._lock = threading.Lock()
 
     def emit(self, rt: YAML, new: Mapping[str, Any]) -> str:
         """The text of the new document ``new`` (its top-level entries in order)."""
         if not new:
             return _dump(rt, _fresh(new))
-        ids = {key: (key, json.dumps(value)) for key, value in new.items()}
+        ids = {key: _digest(key, value) for key, value in new.items()}
         with self._lock:
             found = {key: self._texts[i] for key, i in ids.items() if i in self._texts}
         missing = {key: value for key, value in new.items() if key not in found}
@@ -196,6 +197,10 @@ class _SectionCache:
                     self._texts.clear()
                 self._texts.update((ids[key], text) for key, text in cut.items())
         return "".join(found[key] for key in new)
+
+
+def _digest(key: str, value: Any) -> bytes:
+    return hashlib.blake2b(json.dumps([key, value]).encode(), digest_size=16).digest()
 
 
 _SECTIONS = _SectionCache()
