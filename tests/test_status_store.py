@@ -159,37 +159,26 @@ FULL = ReleaseStatus(
 # --- writing ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "written",
-    [
-        pytest.param(ReleaseStatus(), id="empty"),
-        pytest.param(FULL, id="every-key"),
-        pytest.param(status(reason="no", message="1:20"), id="yaml-1.1-lookalikes"),
-        pytest.param(status(reason="True", message="null"), id="keyword-strings"),
-        pytest.param(status(message="web.yaml: spec: x # not a comment"), id="colon-and-hash"),
-        pytest.param(status(message="line one\n  line two: 'quoted' \"too\""), id="multi-line"),
-        pytest.param(status(message="2026-11-29T12:00:00Z"), id="time-like-message"),
-    ],
-)
+STATUSES = {
+    "empty": ReleaseStatus(),
+    "every-key": FULL,
+    "yaml-1.1-lookalikes": status(reason="no", message="1:20"),
+    "keyword-strings": status(reason="True", message="null"),
+    "colon-and-hash": status(message="web.yaml: spec: x # not a comment"),
+    "multi-line": status(message="line one\n  line two: 'quoted' \"too\""),
+    "blank-line-and-dash": status(message="line one\n\nafter a blank line\n- not: a key"),
+    "time-like-message": status(message="2026-11-29T12:00:00Z"),
+    "long-message": status(message="x" * 5000),
+    "dash-first": status(ref=REF_OLD, message="- a dash first"),
+}
+
+
+@pytest.mark.parametrize("written", list(STATUSES.values()), ids=list(STATUSES))
 def test_a_written_status_reloads_equal(repo: Path, written: ReleaseStatus) -> None:
     store = store_of(repo)
     store.commit("web", written, "web: Synced")
     assert store.load("web") == written
     assert store.load_all() == {"web": written}
-
-
-STATUSES = [
-    ReleaseStatus(),
-    FULL,
-    status(reason="no", message="1:20"),
-    status(reason="True", message="null"),
-    status(message="web.yaml: spec: x # not a comment"),
-    status(message="line one\n  line two: 'quoted' \"too\""),
-    status(message="line one\n\nafter a blank line\n- not: a key"),
-    status(message="2026-11-29T12:00:00Z"),
-    status(message="x" * 5000),
-    status(ref=REF_OLD, message="- a dash first"),
-]
 
 
 def test_a_fresh_status_is_its_sections_cut_from_one_dump_and_reused() -> None:
@@ -202,7 +191,7 @@ def test_a_fresh_status_is_its_sections_cut_from_one_dump_and_reused() -> None:
 
     cache = status_store._SectionCache()
     for _ in range(2):  # the second pass finds every entry cached
-        for written in STATUSES:
+        for written in STATUSES.values():
             assert cache.emit(rt, written.dump_status()) == whole(written)
     mixed = status(ref=REF_OLD, message="new")  # a new rollout message, the rest seen
     assert cache.emit(rt, mixed.dump_status()) == whole(mixed)
