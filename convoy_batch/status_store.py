@@ -11,7 +11,6 @@ themselves and our newer status wins.
 
 import bisect
 import contextlib
-import hashlib
 import io
 import json
 import logging
@@ -150,7 +149,7 @@ def render_status(old_text: str | None, status: ReleaseStatus) -> str:
             doc = None
     if isinstance(doc, CommentedMap):
         return _dump(rt, _merge(doc, new))
-    return _SECTIONS.emit(rt, new)
+    return _TEMPLATES.emit(rt, new)
 
 
 def _dump(rt: YAML, doc: Any) -> str:
@@ -163,63 +162,129 @@ def _dump(rt: YAML, doc: Any) -> str:
     return out.getvalue()
 
 
-class _SectionCache:
-    """The text of top-level entries (``rollout:``, ``conditions:``...) by value.
+class _Templates:
+    """Fresh status texts from templates.
 
-    A fresh status is its top-level entries' texts one after the other, each exactly what
-    the whole document's dump writes for it (block style: an entry starts at column 0
-    and everything inside it is indented). Most entries repeat, across Releases in one
-    tick (a first rollout's condition, ``lastHealthy: null``) and from one tick to the
-    next (all but the entry that changed), so only the entries not seen before are
-    dumped, in one document, and cut apart at their keys."""
+    A block-style document writes each scalar on a line of its own, from its own text
+    and position, so its text is the text of its *shape* (every string that ruamel writes
+    as it is, i.e. plain or, for a time, in double quotes, replaced by a token) with the
+    strings put back in the tokens' places. Statuses share a handful of shapes (the first
+    rollout of any Release is one), so the slow round-trip emitter runs once per shape,
+    and once per batch of strings not seen before, to learn how ruamel writes them."""
 
-    LIMIT = 10_000  # entries (texts of a few hundred bytes each), then start over
+    SHAPES = 1_000  # templates kept, then start over
+    STRINGS = 20_000  # strings whose writing is known, then start over
+    LONGEST = 1_000  # characters: a longer string stays in the shape (no line folding)
 
     def __init__(self) -> None:
-        self._texts: dict[bytes, str] = {}  # digest of (key, value) -> text
+        self._templates: dict[str, tuple[str, ...] | None] = {}
+        self._as_is: dict[str, bool] = {}  # string -> ruamel writes it as it is
         self._lock = threading.Lock()
 
     def emit(self, rt: YAML, new: Mapping[str, Any]) -> str:
-        """The text of the new document ``new`` (its top-level entries in order)."""
-        if not new:
-            return _dump(rt, _fresh(new))
-        ids = {key: _digest(key, value) for key, value in new.items()}
+        """The text of the new document ``new``: ruamel's dump of it, byte for byte."""
+        found: list[str] = []
+        _strings(new, found)
         with self._lock:
-            found = {key: self._texts[i] for key, i in ids.items() if i in self._texts}
-        missing = {key: value for key, value in new.items() if key not in found}
-        if missing:
-            cut = _top_level_entries(_dump(rt, _fresh(missing)))
-            if cut is None or list(cut) != list(missing):
-                return _dump(rt, _fresh(new))  # not cut cleanly: the whole document
-            found.update(cut)
+            unknown = [s for s in dict.fromkeys(found) if s not in self._as_is]
+        if unknown:
+            learned = self._learn(rt, unknown)
             with self._lock:
-                if len(self._texts) > self.LIMIT:
-                    self._texts.clear()
-                self._texts.update((ids[key], text) for key, text in cut.items())
-        return "".join(found[key] for key in new)
+                if len(self._as_is) > self.STRINGS:
+                    self._as_is.clear()
+                self._as_is.update(learned)
+        values: list[str] = []
+        with self._lock:
+            shape = _shape(new, self._as_is, values)
+        key = json.dumps(shape)
+        with self._lock:
+            pieces = self._templates.get(key, ())
+        if pieces == ():
+            pieces = _template(rt, shape, len(values))
+            with self._lock:
+                if len(self._templates) > self.SHAPES:
+                    self._templates.clear()
+                self._templates[key] = pieces
+        if pieces is None:  # the shape's text did not show each token once, in order
+            return _dump(rt, _fresh(new))
+        out = [pieces[0]]
+        for value, piece in zip(values, pieces[1:], strict=True):
+            out += (value, piece)
+        return "".join(out)
+
+    def _learn(self, rt: YAML, strings: list[str]) -> dict[str, bool]:
+        """Whether ruamel writes each string as it is: all in one dump, else one by one."""
+        learned = {s: False for s in strings}
+        candidates = [s for s in strings if len(s) <= self.LONGEST and "\n" not in s]
+
+        def written(batch: list[str]) -> bool:
+            doc = CommentedMap((f"k{i}", _fresh(s)) for i, s in enumerate(batch))
+            expected = "".join(f"k{i}: {_as_written(s)}\n" for i, s in enumerate(batch))
+            return _dump(rt, doc) == expected
+
+        if candidates and written(candidates):
+            learned.update(dict.fromkeys(candidates, True))
+        elif len(candidates) > 1:
+            learned.update((s, written([s])) for s in candidates)
+        return learned
 
 
-def _digest(key: str, value: Any) -> bytes:
-    return hashlib.blake2b(json.dumps([key, value]).encode(), digest_size=16).digest()
+_TOKEN = re.compile(r"zq(\d+)([pt])")
+"""A token of a shape: ``zq<index>p`` (a plain string) or ``zq<index>t`` (a time)."""
 
 
-_SECTIONS = _SectionCache()
-_ENTRY_START = re.compile(r"^(?=\S)", re.MULTILINE)
+def _as_written(value: str) -> str:
+    return f'"{value}"' if _TIME.match(value) else value
 
 
-def _top_level_entries(text: str) -> dict[str, str] | None:
-    """A block mapping's text cut at its top-level keys; None when it is not one."""
-    starts = [m.start() for m in _ENTRY_START.finditer(text)]
-    if not starts or starts[0] != 0:
+def _strings(value: Any, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            _strings(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, out)
+
+
+def _shape(value: Any, as_is: Mapping[str, bool], values: list[str]) -> Any:
+    """``value`` with each string written as it is replaced by the next token (its text
+    appended to ``values``). A string that looks like a token is written as it is, so
+    every token-like string of a shape is a token."""
+    if isinstance(value, str):
+        if not as_is.get(value):
+            return value
+        values.append(value)
+        return f"zq{len(values) - 1}{'t' if _TIME.match(value) else 'p'}"
+    if isinstance(value, Mapping):
+        return {key: _shape(item, as_is, values) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shape(item, as_is, values) for item in value]
+    return value
+
+
+def _template(rt: YAML, shape: Any, tokens: int) -> tuple[str, ...] | None:
+    """The shape's text cut at its tokens (len ``tokens`` + 1), or None when the text does
+    not hold each token exactly once, in order."""
+    parts = _TOKEN.split(_dump(rt, _token_doc(shape)))
+    if parts[1::3] != [str(i) for i in range(tokens)]:
         return None
-    entries: dict[str, str] = {}
-    for start, end in zip(starts, [*starts[1:], len(text)], strict=True):
-        chunk = text[start:end]
-        key, colon, _ = chunk.partition(":")
-        if not colon or not key.isidentifier() or key in entries:
-            return None
-        entries[key] = chunk
-    return entries
+    return tuple(parts[::3])
+
+
+def _token_doc(shape: Any) -> Any:
+    """The document of a shape: its time tokens double-quoted, as the times they hold."""
+    if isinstance(shape, str) and (token := _TOKEN.fullmatch(shape)):
+        return DoubleQuotedScalarString(shape) if token.group(2) == "t" else shape
+    if isinstance(shape, Mapping):
+        return CommentedMap((k, _token_doc(v)) for k, v in shape.items())
+    if isinstance(shape, list):
+        return CommentedSeq(_token_doc(v) for v in shape)
+    return _fresh(shape)
+
+
+_TEMPLATES = _Templates()
 
 
 def _fresh(value: Any) -> Any:

@@ -170,6 +170,10 @@ STATUSES = {
     "time-like-message": status(message="2026-11-29T12:00:00Z"),
     "long-message": status(message="x" * 5000),
     "dash-first": status(ref=REF_OLD, message="- a dash first"),
+    "number-like-strings": status(reason="0x1F", message="12e3"),
+    "token-like-strings": status(reason="zq0p", message="zq1t zq0p"),
+    "quote-and-trailing-space": status(reason="'quoted'", message="trailing "),
+    "unicode": status(message="déployé ✓"),
 }
 
 
@@ -181,20 +185,26 @@ def test_a_written_status_reloads_equal(repo: Path, written: ReleaseStatus) -> N
     assert store.load_all() == {"web": written}
 
 
-def test_a_fresh_status_is_its_sections_cut_from_one_dump_and_reused() -> None:
-    # Every text equals ruamel's dump of the whole document, whether its top-level
-    # entries were dumped now (cold), taken from earlier statuses (warm), or mixed.
+def test_a_fresh_status_is_its_shapes_text_with_the_strings_put_back() -> None:
+    # Every text equals ruamel's dump of the whole document, whether its shape and
+    # strings are new (cold), all seen before (warm), or mixed.
     rt = status_store._rt_yaml()
 
     def whole(written: ReleaseStatus) -> str:
         return status_store._dump(rt, status_store._fresh(written.dump_status()))
 
-    cache = status_store._SectionCache()
-    for _ in range(2):  # the second pass finds every entry cached
+    templates = status_store._Templates()
+    for _ in range(2):  # the second pass finds every shape and string known
         for written in STATUSES.values():
-            assert cache.emit(rt, written.dump_status()) == whole(written)
+            assert templates.emit(rt, written.dump_status()) == whole(written)
     mixed = status(ref=REF_OLD, message="new")  # a new rollout message, the rest seen
-    assert cache.emit(rt, mixed.dump_status()) == whole(mixed)
+    assert templates.emit(rt, mixed.dump_status()) == whole(mixed)
+    # Statuses that differ from it only in strings written as they are share its shape.
+    shapes = len(templates._templates)
+    for n in range(3):
+        other = status(ref=f"sha256:{n:064x}", message=f"applied {n} objects")
+        assert templates.emit(rt, other.dump_status()) == whole(other)
+    assert len(templates._templates) == shapes
 
 
 def test_a_new_status_file_has_every_key_in_spec_order_and_quoted_times(repo: Path) -> None:
