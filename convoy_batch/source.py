@@ -98,6 +98,7 @@ class SourceResolver:
         self._commits: dict[tuple[RepoKey, str | None], git.Commit] = {}
         self._logs: dict[tuple[RepoKey, str], _ChangeLog] = {}
         self._snapshots: dict[ListingKey, SourceSnapshot] = {}
+        self._texts: dict[str, str] = {}  # blob id -> text: Releases often share files
         self._listings: dict[ListingKey, tuple[SourceListing, _Files]] = {}
         self._trees = _TreeIndex()
         # Releases may be reconciled on several threads; git's reader processes are not.
@@ -114,7 +115,7 @@ class SourceResolver:
         with self._lock:
             key, (listing, files) = self._listing(release)
             if key not in self._snapshots:
-                texts = tuple(SourceFile(path, _text(blob, path)) for path, blob in files)
+                texts = tuple(SourceFile(path, self._text(blob, path)) for path, blob in files)
                 self._snapshots[key] = SourceSnapshot(listing.revision, texts)
             return self._snapshots[key]
 
@@ -132,6 +133,11 @@ class SourceResolver:
             revision = self._last_change(source.url, commit, path)
             self._listings[key] = (SourceListing(revision, digest.hexdigest()), files)
         return key, self._listings[key]
+
+    def _text(self, blob: git.Blob, path: str) -> str:
+        if blob.hexsha not in self._texts:
+            self._texts[blob.hexsha] = _text(blob, path)
+        return self._texts[blob.hexsha]
 
     def close(self) -> None:
         for log in self._logs.values():

@@ -487,9 +487,12 @@ class StatusStore:
             lock.unlink(missing_ok=True)
         entry = f"{old} {new} {BOT_NAME} <{BOT_EMAIL}> {int(time.time())} +0000\t{message}\n"
         for log_path in {base / "logs" / ref, Path(self.repo.git_dir) / "logs" / "HEAD"}:
-            if log_path.exists():
-                with log_path.open("a") as log_file:
-                    log_file.write(entry)
+            with contextlib.suppress(FileNotFoundError):  # git keeps no reflog for it
+                log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+                try:
+                    os.write(log_fd, entry.encode())
+                finally:
+                    os.close(log_fd)
 
     def _commit_tree(
         self, head: str | None, path: str, data: bytes, message: str

@@ -296,6 +296,11 @@ def test_commit_creates_one_commit_touching_only_the_status_file(repo: Path) -> 
         "web: none -> Progressing (NewRender) aaaaaaaaaaaa"
     )
     assert porcelain(repo) == []
+    # The branch's and HEAD's reflogs record the move, as `git update-ref -m` would.
+    for ref in ("HEAD", "main"):
+        assert run_git(repo, "reflog", "-1", "--format=%H %gs", ref) == (
+            f"{sha} convoy-batch: web: none -> Progressing (NewRender) aaaaaaaaaaaa"
+        )
 
 
 def test_an_unchanged_status_commits_nothing(repo: Path) -> None:
