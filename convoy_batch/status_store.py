@@ -186,16 +186,15 @@ class _Templates:
         found: list[str] = []
         _strings(new, found)
         with self._lock:
-            unknown = [s for s in dict.fromkeys(found) if s not in self._as_is]
-        if unknown:
-            learned = self._learn(rt, unknown)
+            as_is = {s: self._as_is[s] for s in found if s in self._as_is}
+        if unknown := [s for s in dict.fromkeys(found) if s not in as_is]:
+            as_is.update(learned := self._learn(rt, unknown))
             with self._lock:
                 if len(self._as_is) > self.STRINGS:
                     self._as_is.clear()
                 self._as_is.update(learned)
         values: list[str] = []
-        with self._lock:
-            shape = _shape(new, self._as_is, values)
+        shape = _shape(new, as_is, values)  # every string of ``new`` is in ``as_is``
         key = json.dumps(shape)
         with self._lock:
             pieces = self._templates.get(key, ())
