@@ -159,6 +159,8 @@ def record(context: dg.OpExecutionContext, report: TickReport) -> None:
         )
     if report.skipped:
         context.log.info(f"skipped: {report.skipped}")
+    if report.commit_error:
+        context.log.error(report.commit_error)
     if report.push_warning:
         context.log.warning(report.push_warning)
 

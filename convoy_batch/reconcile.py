@@ -29,6 +29,7 @@ from convoy_batch.rollout import (
     plan_rollout,
     render_verdict,
 )
+from convoy_batch.stages.act import BeforeChange, no_record
 from convoy_batch.stages.gates import stage_gates
 from convoy_batch.stages.last_healthy import apply_last_healthy
 from convoy_batch.stages.render import stage_render
@@ -71,8 +72,10 @@ def reconcile(
     status: ReleaseStatus,
     inventory: ReleaseInventory,
     force_pending: bool,
+    before_change: BeforeChange = no_record,
 ) -> tuple[Outcome, ReleaseInventory]:
-    """At most one rollout transition for one Release (SPEC 4)."""
+    """At most one rollout transition for one Release (SPEC 4). ``before_change`` gets
+    the decided step and its outcome right before the cluster changes."""
     try:
         rendered = stage_render(tick, release)
     except ConvoyError as exc:
@@ -83,21 +86,23 @@ def reconcile(
     try:
         deployer = tick.deployer(rendered.cluster)
         if plan.action == Action.APPLY_LAST_HEALTHY:
-            back = apply_last_healthy(tick, release, status, deployer, inventory)
             cause = plan.rollout.message if plan.rollout is not None else ""
-            message = f"holding last healthy render: {cause}" if back.applied else back.message
-            outcome = Outcome(
-                rollout=plan.rollout,
-                applied=back.applied,
-                reason=REASON_ROLLED_BACK,
-                message=message,
-                render=back.render if back.applied else rid,
+
+            def holding(back: RenderId) -> Outcome:
+                message = f"holding last healthy render: {cause}"
+                return Outcome(plan.rollout, True, REASON_ROLLED_BACK, message, back)
+
+            back = apply_last_healthy(
+                tick, release, status, deployer, inventory, holding, before_change
             )
-            return outcome, back.inventory
+            if back.applied and back.render is not None:
+                return holding(back.render), back.inventory
+            failed = Outcome(plan.rollout, False, REASON_ROLLED_BACK, back.message, rid)
+            return failed, back.inventory
         stop = stage_gates(tick, release, rendered.cluster, render, force_pending)
         if stop is not None:
             return Outcome(plan.rollout, False, stop.reason, stop.message, rid), inventory
-        result = stage_sync(tick, release, render, plan, status, deployer, inventory)
+        result = stage_sync(tick, release, render, plan, status, deployer, inventory, before_change)
         return result.outcome, result.inventory
     except ConvoyError as exc:
         return Outcome(plan.rollout, False, exc.reason, str(exc), rid), inventory
@@ -132,6 +137,26 @@ def attempt_healthy(
     return result.verdict == Verdict.HEALTHY
 
 
+def next_status(
+    tick: Tick,
+    name: str,
+    release: Release | None,
+    outcome: Outcome,
+    inventory: ReleaseInventory,
+    force_at: datetime | None,
+) -> ReleaseStatus:
+    """The status that ``outcome`` gives (SPEC 10), from the Release's current one."""
+    prior = tick.status(name)
+    return assemble_status(
+        prior,
+        outcome,
+        failure_policy_set=release is None or release.spec.failure_policy is not None,
+        attempt_healthy=attempt_healthy(release, prior, outcome, inventory, tick.now),
+        force_sync_at=force_at,
+        now=tick.now,
+    )
+
+
 def sync_handler(
     tick: Tick,
     name: str,
@@ -141,20 +166,21 @@ def sync_handler(
     force_at: datetime | None,
 ) -> Handled:
     """Assemble the new status (SPEC 10) and commit it when it changed."""
-    prior = tick.status(name)
-    status = assemble_status(
-        prior,
-        outcome,
-        failure_policy_set=release is None or release.spec.failure_policy is not None,
-        attempt_healthy=attempt_healthy(release, prior, outcome, inventory, tick.now),
-        force_sync_at=force_at,
-        now=tick.now,
-    )
+    status = next_status(tick, name, release, outcome, inventory, force_at)
     if outcome.is_error:
         log.error("%s: %s: %s", name, outcome.reason, outcome.message)
+    return commit_status(tick, name, outcome, status, None)
+
+
+def commit_status(
+    tick: Tick, name: str, outcome: Outcome, status: ReleaseStatus, message: str | None
+) -> Handled:
+    """Commit ``status`` when it differs from the Release's current one (``message``:
+    the commit message, else the one SPEC 10 gives)."""
+    prior = tick.status(name)
     commit = None
     if status != prior:
-        message = commit_message(name, prior, status)
+        message = message or commit_message(name, prior, status)
         commit = tick.status_store.commit_later(name, status, message)
         tick.statuses[name] = status
     return Handled(name=name, outcome=outcome, status=status, committed=commit)

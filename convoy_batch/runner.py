@@ -13,12 +13,29 @@ from functools import partial
 from pathlib import Path
 
 from convoy_batch.due import Memory, due_reasons, health_snapshot
-from convoy_batch.errors import ConvoyError, InvalidRelease, UsageError
+from convoy_batch.errors import (
+    ClusterNotFound,
+    ConvoyError,
+    InvalidRelease,
+    PruneFailed,
+    RenderFailed,
+    UsageError,
+)
 from convoy_batch.gitops import ReleaseEntry
-from convoy_batch.models import Cluster, ReleaseInventory, RolloutState
+from convoy_batch.intents import Intent, Step
+from convoy_batch.models import Cluster, Release, ReleaseInventory, ReleaseStatus, RolloutState
 from convoy_batch.observer import observe
-from convoy_batch.reconcile import Handled, pending_force_sync, reconcile, sync_handler
-from convoy_batch.rollout import Outcome
+from convoy_batch.reconcile import (
+    Handled,
+    commit_status,
+    next_status,
+    pending_force_sync,
+    reconcile,
+    sync_handler,
+)
+from convoy_batch.render import load_render
+from convoy_batch.rollout import Outcome, RenderId, commit_message
+from convoy_batch.stages.act import carry_out
 from convoy_batch.stages.render import resolve_cluster
 from convoy_batch.store import LockBusy, TickRecord
 from convoy_batch.tick import Tick
@@ -32,10 +49,12 @@ class TickReport:
     skipped: dict[str, str] = field(default_factory=dict)
     """Releases not reconciled, with why (not due, busy)."""
     push_warning: str | None = None
+    commit_error: str | None = None
+    """Why the status commits of the tick were not written (they are on a later tick)."""
 
     @property
     def errored(self) -> bool:
-        return any(h.outcome.is_error for h in self.handled)
+        return self.commit_error is not None or any(h.outcome.is_error for h in self.handled)
 
 
 def observe_release(tick: Tick, entry: ReleaseEntry) -> ReleaseInventory | None:
@@ -100,12 +119,16 @@ def is_due(
 
 
 def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
-    """Reconcile one Release and hand the outcome to ``sync_handler``."""
+    """Reconcile one Release and hand the outcome to ``sync_handler``; a write-ahead
+    record left by a killed tick is completed first."""
     release = entry.release
     if release is None:
         outcome = Outcome(None, False, InvalidRelease.reason, entry.error or "invalid")
         empty = ReleaseInventory(release=entry.name)
         return sync_handler(tick, entry.name, None, outcome, empty, None)
+    intent = tick.stores.intents.load(release.name)
+    if intent is not None:
+        complete_intent(tick, release, intent)
     status = tick.status(release.name)
     inventory = tick.inventory(release.name)
     try:
@@ -113,7 +136,24 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
     except InvalidRelease as exc:
         outcome = Outcome(None, False, exc.reason, str(exc))
         return sync_handler(tick, release.name, release, outcome, inventory, None)
-    outcome, new_inventory = reconcile(tick, release, status, inventory, force_at is not None)
+
+    def write_ahead(step: Step, expected: Outcome, expected_inventory: ReleaseInventory) -> None:
+        decided = next_status(tick, release.name, release, expected, expected_inventory, force_at)
+        if decided != status:  # a decision a crash could lose
+            message = commit_message(release.name, status, decided)
+            tick.stores.intents.save(
+                Intent(
+                    release=release.name,
+                    cluster=release.spec.cluster,
+                    step=step,
+                    status=decided,
+                    message=message,
+                )
+            )
+
+    outcome, new_inventory = reconcile(
+        tick, release, status, inventory, force_at is not None, write_ahead
+    )
     if new_inventory != inventory:
         tick.save_inventory(new_inventory)
     handled = sync_handler(tick, release.name, release, outcome, new_inventory, force_at)
@@ -132,6 +172,42 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
         ),
     )
     return handled
+
+
+def complete_intent(tick: Tick, release: Release, intent: Intent) -> None:
+    """Finish what a killed tick decided: its step again, then its recorded status. When
+    the step fails now, the status records the failure with the decided rollout, so the
+    decision itself is never lost (the next tick plans from it)."""
+    name = release.name
+    if tick.status(name) == intent.status:
+        return  # its commit landed; only the record was left
+    step = intent.step
+    inventory = tick.inventory(name)
+    failure: tuple[str, str] | None
+    try:
+        cluster = tick.snapshot.clusters.get(intent.cluster)
+        if cluster is None:
+            raise ClusterNotFound(f"clusters/{intent.cluster}.yaml: no such Cluster")
+        blob = tick.stores.renders.get(step.render_ref)
+        if blob is None:
+            raise RenderFailed(f"render store has no valid blob for {step.render_ref}")
+        render = load_render(blob, name, step.revision)
+        acted = carry_out(tick.deployer(cluster), inventory, render, step)
+    except ConvoyError as exc:
+        failure = (exc.reason, str(exc))
+    else:
+        if acted.inventory != inventory:
+            tick.save_inventory(acted.inventory)
+        failure = (PruneFailed.reason, acted.errors[0]) if acted.errors else None
+    log.warning("%s: completing the decision of a killed tick (%s)", name, intent.message)
+    if failure is None:
+        attempt = intent.status.last_attempted
+        done = Outcome(intent.status.rollout, True, attempt.reason if attempt else "Synced")
+        commit_status(tick, name, done, intent.status, intent.message)
+        return
+    rid = RenderId(ref=step.render_ref, revision=step.revision)
+    outcome = Outcome(intent.status.rollout, False, failure[0], failure[1], rid)
+    sync_handler(tick, name, release, outcome, tick.inventory(name), None)
 
 
 def _progressing(tick: Tick, entry: ReleaseEntry) -> bool:
@@ -162,13 +238,14 @@ def _reconcile_due(
 ) -> None:
     """Reconcile, each under its lock, the named Releases or the due ones."""
     due = []
+    unfinished = tick.stores.intents.names()  # a killed tick's decisions: completed first
     for entry in entries:
         # Health is read where it matters: a Progressing Release (its wake-ups depend on
         # it) and every Release about to be reconciled (the verdict and lastHealthy).
         inventory = None
         if observe_first and (names or all_releases or _progressing(tick, entry)):
             inventory = observe_release(tick, entry)
-        if not names:
+        if not names and entry.name not in unfinished:
             if not is_due(tick, entry, inventory, all_releases):
                 report.skipped[entry.name] = "not due"
                 continue
@@ -238,6 +315,10 @@ def run_tick(
     report = TickReport()
     with tick.status_store.batch():
         _reconcile_due(tick, entries, names, all_releases, observe_first, report)
+    report.commit_error = tick.status_store.error
+    if report.commit_error is None:  # the decisions are in git: their records can go
+        for handled in report.handled:
+            tick.stores.intents.clear(handled.name)
     tick.stores.writer.drain()  # renders on disk before the GC looks
     # A status file that could not be read may refer to renders nobody else knows of
     # (its last healthy one): no garbage collection until it is readable or rewritten.
@@ -251,13 +332,26 @@ def run_tick(
 
 
 def referenced_renders(tick: Tick) -> set[str]:
-    """Every renderRef a status file refers to (rollout, attempts, history)."""
+    """Every renderRef a status file or a write-ahead record refers to (rollout,
+    attempts, history; the record's step)."""
+    statuses = list(tick.statuses.values())
     refs: set[str] = set()
-    for status in tick.statuses.values():
-        records = [status.last_successful, status.last_healthy, *status.history]
-        refs.update(r.render_ref for r in records if r is not None)
-        if status.rollout is not None:
-            refs.add(status.rollout.render_ref)
-        if status.last_attempted is not None and status.last_attempted.render_ref:
-            refs.add(status.last_attempted.render_ref)
+    for name in tick.stores.intents.names():
+        intent = tick.stores.intents.load(name)
+        if intent is not None:
+            statuses.append(intent.status)
+            refs.add(intent.step.render_ref)
+    for status in statuses:
+        refs.update(status_renders(status))
+    return refs
+
+
+def status_renders(status: ReleaseStatus) -> set[str]:
+    """The renderRefs one status refers to."""
+    records = [status.last_successful, status.last_healthy, *status.history]
+    refs = {r.render_ref for r in records if r is not None}
+    if status.rollout is not None:
+        refs.add(status.rollout.render_ref)
+    if status.last_attempted is not None and status.last_attempted.render_ref:
+        refs.add(status.last_attempted.render_ref)
     return refs

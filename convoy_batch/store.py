@@ -112,6 +112,20 @@ class Writer:
         with self._lock:
             return self._pending.get(path)
 
+    def settle(self, path: Path) -> None:
+        """Make the pending write of ``path`` (if any) land now, in the caller."""
+        with self._lock:
+            path_lock = self._path_locks.get(path)
+        if path_lock is None:
+            return
+        with path_lock:
+            data = self.pending(path)
+            if data is not None:
+                atomic_write(path, data)
+                with self._lock:
+                    if self._pending.get(path) is data:
+                        del self._pending[path]
+
     def drain(self) -> None:
         """Wait until every write has landed; the first failure is raised (OSError)."""
         with self._lock:
@@ -202,6 +216,11 @@ class RenderStore:
         with contextlib.suppress(OSError):
             os.replace(path, aside)
         return None
+
+    def settle(self, ref: str) -> None:
+        """Make the blob of ``ref`` durable now if its write is still pending."""
+        if self._writer is not None:
+            self._writer.settle(self.path(ref))
 
     def has(self, ref: str) -> bool:
         """Whether a blob exists for ``ref`` (not verified: ``get`` verifies)."""

@@ -16,6 +16,7 @@ from convoy_batch.deployers.base import Deployer
 from convoy_batch.deployers.directory import DirectoryDeployer
 from convoy_batch.deployers.simulated import SimulatedDeployer
 from convoy_batch.gitops import GitOpsRepo, GitOpsSnapshot
+from convoy_batch.intents import IntentStore
 from convoy_batch.models import Cluster, ReleaseInventory, ReleaseStatus
 from convoy_batch.source import SourceResolver
 from convoy_batch.status_store import StatusStore
@@ -57,6 +58,7 @@ class Stores:
     locks: Locks
     writer: Writer
     """Renders are written through it, in the background."""
+    intents: IntentStore
 
     @classmethod
     def open(cls, state_dir: Path) -> "Stores":
@@ -69,6 +71,7 @@ class Stores:
             ticks=TickStore(state_dir),
             locks=Locks(state_dir),
             writer=writer,
+            intents=IntentStore(state_dir),
         )
 
 
@@ -122,6 +125,7 @@ class Tick:
         repo = GitOpsRepo(repo_path)
         stores = Stores.open(state_dir)
         status_store = StatusStore(repo.repo, stores.locks)
+        status_store.recover()  # what a killed tick left half-written in git
         caches = {name: ParseCache(state_dir / "cache" / f"{name}.json") for name in ("repo",)}
         return cls(
             now=now,

@@ -185,28 +185,6 @@ def test_a_written_status_reloads_equal(repo: Path, written: ReleaseStatus) -> N
     assert store.load_all() == {"web": written}
 
 
-def test_a_fresh_status_is_its_shapes_text_with_the_strings_put_back() -> None:
-    # Every text equals ruamel's dump of the whole document, whether its shape and
-    # strings are new (cold), all seen before (warm), or mixed.
-    rt = status_store._rt_yaml()
-
-    def whole(written: ReleaseStatus) -> str:
-        return status_store._dump(rt, status_store._fresh(written.dump_status()))
-
-    templates = status_store._Templates()
-    for _ in range(2):  # the second pass finds every shape and string known
-        for written in STATUSES.values():
-            assert templates.emit(rt, written.dump_status()) == whole(written)
-    mixed = status(ref=REF_OLD, message="new")  # a new rollout message, the rest seen
-    assert templates.emit(rt, mixed.dump_status()) == whole(mixed)
-    # Statuses that differ from it only in strings written as they are share its shape.
-    shapes = len(templates._templates)
-    for n in range(3):
-        other = status(ref=f"sha256:{n:064x}", message=f"applied {n} objects")
-        assert templates.emit(rt, other.dump_status()) == whole(other)
-    assert len(templates._templates) == shapes
-
-
 def test_a_new_status_file_has_every_key_in_spec_order_and_quoted_times(repo: Path) -> None:
     text = store_of(repo).render_text("web", FULL)
     top = [line.split(":")[0] for line in text.splitlines() if line[:1].isalpha()]

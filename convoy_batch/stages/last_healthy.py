@@ -7,14 +7,16 @@ with ``applied=False``; it never raises. I/O through the stores and the deployer
 """
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.errors import ConvoyError
+from convoy_batch.intents import Step
 from convoy_batch.models import Release, ReleaseInventory, ReleaseStatus
 from convoy_batch.render import load_render
-from convoy_batch.rollout import RenderId
-from convoy_batch.stages.inventory import prune, record_applied
+from convoy_batch.rollout import Outcome, RenderId
+from convoy_batch.stages.act import BeforeChange, carry_out, expected_inventory, no_record
 from convoy_batch.tick import Tick
 
 log = logging.getLogger("convoy_batch")
@@ -34,7 +36,11 @@ def apply_last_healthy(
     status: ReleaseStatus,
     deployer: Deployer,
     inventory: ReleaseInventory,
+    expected: Callable[[RenderId], Outcome],
+    before_change: BeforeChange = no_record,
 ) -> LastHealthyResult:
+    """``expected(render)``: the caller's outcome when the rollback to ``render``
+    succeeds, handed to ``before_change`` before the cluster changes."""
     healthy = status.last_healthy
     if healthy is None:
         return LastHealthyResult(False, None, inventory, "no last healthy render to roll back to")
@@ -44,19 +50,23 @@ def apply_last_healthy(
         log.warning("%s: %s", release.name, message)
         return LastHealthyResult(False, None, inventory, message)
     render = load_render(blob, release.name, healthy.revision)
-    objects = [o for o in render.objects if o.hook is None]
+    rendered = RenderId(ref=render.ref, revision=healthy.revision)
+    step = Step(
+        render_ref=render.ref,
+        revision=healthy.revision,
+        prune=True,
+        prune_enabled=release.spec.sync_policy.prune,
+    )
+    tick.stores.renders.settle(render.ref)  # what the record points at is durable first
+    before_change(step, expected(rendered), expected_inventory(inventory, render, step))
     try:
-        deployer.apply([o.manifest for o in objects])
+        acted = carry_out(deployer, inventory, render, step)
     except ConvoyError as exc:
         log.warning("%s: rollback apply failed: %s", release.name, exc)
         return LastHealthyResult(False, None, inventory, f"rollback failed: {exc}")
-    applied = {o.key.identity() for o in objects}
-    recorded = record_applied(inventory, objects, applied, render.ref)
-    pruned = prune(deployer, recorded, applied, release.spec.sync_policy.prune)
-    rendered = RenderId(ref=render.ref, revision=healthy.revision)
-    if pruned.errors:
-        log.warning("%s: rollback prune failed: %s", release.name, pruned.errors[0])
+    if acted.errors:
+        log.warning("%s: rollback prune failed: %s", release.name, acted.errors[0])
         return LastHealthyResult(
-            False, None, pruned.inventory, f"rollback failed: {pruned.errors[0]}"
+            False, None, acted.inventory, f"rollback failed: {acted.errors[0]}"
         )
-    return LastHealthyResult(True, rendered, pruned.inventory, "")
+    return LastHealthyResult(True, rendered, acted.inventory, "")

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from convoy_batch.deployers.base import Deployer
+from convoy_batch.intents import Step
 from convoy_batch.models import InventoryEntry, Phase, Release, ReleaseInventory, ReleaseStatus
 from convoy_batch.render import Render
 from convoy_batch.rollout import GateKind, Outcome, Plan, RenderId, plan_waves
-from convoy_batch.stages.inventory import prune, record_applied
+from convoy_batch.stages.act import BeforeChange, carry_out, expected_inventory, no_record
 from convoy_batch.stages.last_healthy import apply_last_healthy
 from convoy_batch.tick import Tick
 
@@ -52,6 +53,7 @@ def stage_sync(
     status: ReleaseStatus,
     deployer: Deployer,
     inventory: ReleaseInventory,
+    before_change: BeforeChange = no_record,
 ) -> SyncResult:
     rid = RenderId(ref=render.ref, revision=render.revision)
     deployer.dry_run([o.manifest for o in render.objects])
@@ -67,27 +69,30 @@ def stage_sync(
     )
     gate = waves.gate
     if gate is not None and gate.kind == GateKind.ROLL_BACK:
-        back = apply_last_healthy(tick, release, status, deployer, inventory)
-        outcome = Outcome(
+        message = gate.message
+
+        def rolled_back(back: RenderId) -> Outcome:
+            return Outcome(gate.rollout, True, REASON_ROLLED_BACK, message, back, waves.waves, rid)
+
+        back = apply_last_healthy(
+            tick, release, status, deployer, inventory, rolled_back, before_change
+        )
+        if back.applied:
+            return SyncResult(rolled_back(back.render or rid), back.inventory)
+        failed = Outcome(
             rollout=gate.rollout,
-            applied=back.applied,
+            applied=False,
             reason=REASON_ROLLED_BACK,
-            message=gate.message if back.applied else f"{gate.message}; {back.message}",
-            render=back.render if back.applied else rid,
+            message=f"{gate.message}; {back.message}",
+            render=rid,
             waves=waves.waves,
             persisted=rid,
         )
-        return SyncResult(outcome, back.inventory)
-    applied: set[tuple[str, str, str, str]] = set()
-    for phase in waves.apply:
-        objects = render.by_phase(phase)
-        deployer.apply([o.manifest for o in objects])
-        applied.update(o.key.identity() for o in objects)
-    recorded = record_applied(inventory, render.objects, applied, render.ref)
+        return SyncResult(failed, back.inventory)
     rollout = gate.rollout if gate is not None and gate.rollout is not None else plan.rollout
 
-    def done(reason: str, message: str, inventory: ReleaseInventory) -> SyncResult:
-        outcome = Outcome(
+    def outcome(reason: str, message: str) -> Outcome:
+        return Outcome(
             rollout=rollout,
             applied=bool(waves.waves),
             reason=reason,
@@ -96,14 +101,24 @@ def stage_sync(
             waves=waves.waves,
             persisted=rid,
         )
-        return SyncResult(outcome, inventory)
 
+    step = Step(
+        render_ref=render.ref,
+        revision=render.revision,
+        phases=tuple(waves.apply),
+        prune=gate is None,
+        prune_enabled=release.spec.sync_policy.prune,
+    )
     if gate is not None:
-        return done(gate.reason, gate.message, recorded)
-    keep = (o.key.identity() for o in render.objects)
-    pruned = prune(deployer, recorded, keep, release.spec.sync_policy.prune)
-    if pruned.errors:
-        return done(REASON_PRUNE_FAILED, pruned.errors[0], pruned.inventory)
-    if pruned.deleted:
-        log.info("%s: pruned %s", release.name, ", ".join(map(str, pruned.deleted)))
-    return done(REASON_SYNCED, f"{len(render.objects)} objects applied", pruned.inventory)
+        expected = outcome(gate.reason, gate.message)
+    else:
+        expected = outcome(REASON_SYNCED, f"{len(render.objects)} objects applied")
+    if step.phases or step.prune:
+        tick.stores.renders.settle(render.ref)  # what the record points at is durable first
+    before_change(step, expected, expected_inventory(inventory, render, step))
+    acted = carry_out(deployer, inventory, render, step)
+    if acted.errors:
+        return SyncResult(outcome(REASON_PRUNE_FAILED, acted.errors[0]), acted.inventory)
+    if acted.deleted:
+        log.info("%s: pruned %s", release.name, ", ".join(map(str, acted.deleted)))
+    return SyncResult(expected, acted.inventory)

@@ -1,0 +1,292 @@
+"""Commits written by git itself: one ``git fast-import`` per batch, the branch moved by
+one ``git update-ref`` transaction with its old value, and the index and working tree of
+the committed paths moved with it under git's ``index.lock``. Does git and file I/O.
+
+The order of a batch, which keeps a person working in the same checkout safe and lets a
+kill at any point be repaired by the next tick:
+
+1. a marker (``<state>/locks/git-write.json``, durable) says a write is under way, from
+   which commit; convoy-batch holds ``<state>/locks/repo.lock`` while the marker exists;
+2. ``git fast-import`` writes the commits (its pack fsynced) onto a staging ref; the
+   marker gets the new tip;
+3. ``.git/index.lock`` is taken (gitdb's ``LockedFD``: git's own lock protocol), holding a
+   copy of the index; a person's ``git commit`` now fails with git's own message;
+4. one ``git update-ref --stdin`` transaction moves HEAD (its branch) from the old commit
+   to the new one, refused when it moved, and deletes the staging ref; git writes the
+   reflogs;
+5. ``git checkout <new> -- <paths>`` writes those files and their entries into the locked
+   copy of the index, which is then renamed over the index (the lock let go);
+6. the marker is removed.
+
+:meth:`GitWriter.recover` (at the start of every tick, under the repo lock) finds a marker
+left by a killed process: it removes the lock files git left (only convoy-batch can have
+left them while the marker exists, since a person's git cannot take the index lock
+convoy-batch held), and when the branch had already moved, does step 5 again.
+"""
+
+import contextlib
+import json
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+from gitdb.util import LockedFD
+
+from convoy_batch.store import atomic_write
+
+BOT_NAME = "convoy-batch"
+BOT_EMAIL = "convoy-batch@localhost"
+STAGING_REF = "refs/convoy-batch/staging"
+_ZERO = "0" * 40
+_LOCK_WAIT = 10.0  # seconds a lock held by another git process is waited for
+# Objects, refs and the index are fsynced (git's default leaves refs and the index to the
+# page cache); hooks are not run (a post-checkout hook is the user's, not ours).
+_CONFIG = ("-c", "core.fsync=committed,index", "-c", "core.hooksPath=/dev/null")
+
+
+class GitError(Exception):
+    """A git command failed; the message is one line."""
+
+
+class HeadMoved(GitError):
+    """The branch moved between building the commits and moving it."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One commit of a batch: ``path`` set to ``data``."""
+
+    path: str
+    data: bytes
+    message: str
+
+
+class GitWriter:
+    """Writes commits of single files onto HEAD's branch of ``repo``."""
+
+    def __init__(self, repo: git.Repo, marker: Path) -> None:
+        self.repo = repo
+        self.git_dir = Path(repo.git_dir)
+        self.common_dir = Path(repo.common_dir)
+        self.work_tree = Path(repo.working_tree_dir) if repo.working_tree_dir else None
+        self.marker = marker
+
+    # --- the batch ------------------------------------------------------------------
+
+    def write(self, changes: Sequence[Change], tries: int = 3) -> list[str]:
+        """Commit ``changes`` in order onto HEAD; their commit ids. The caller holds the
+        repo lock. HeadMoved after ``tries`` builds on a branch that kept moving."""
+        paths = list(dict.fromkeys(c.path for c in changes))
+        message = f"{BOT_NAME}: {changes[0].message.splitlines()[0]}"
+        if len(changes) > 1:
+            message = (
+                f"{BOT_NAME}: {len(changes)} commits ({changes[0].message.splitlines()[0]}, ...)"
+            )
+        for attempt in range(tries):
+            old = self.head()
+            self._mark({"old": old, "new": None, "paths": []})
+            tips = self._fast_import(changes, old)
+            try:
+                self.move_branch(old, tips[-1], message, paths, self._checkout_paths)
+            except HeadMoved:
+                if attempt == tries - 1:
+                    raise
+                continue
+            return tips
+        raise AssertionError("unreachable")
+
+    def move_branch(
+        self,
+        old: str | None,
+        new: str,
+        message: str,
+        paths: Sequence[str],
+        update: "Callable[[str | None, str, Sequence[str], Mapping[str, str]], None]",
+    ) -> None:
+        """Steps 3 to 5: under index.lock, ``update`` the locked copy of the index (and the
+        working tree) for ``paths``, then move the branch from ``old`` to ``new``. On any
+        failure the paths are put back as HEAD has them (:meth:`recover`)."""
+        self._mark({"old": old, "new": new, "paths": list(paths)})
+        try:
+            with self._index_locked() as index_env:
+                if index_env is not None:
+                    update(old, new, paths, index_env)
+                transaction = f"update HEAD {new} {old or _ZERO}\ndelete {STAGING_REF}\n"
+                try:
+                    self.git("update-ref", "-m", message, "--stdin", input=transaction.encode())
+                except GitError:
+                    if self.head() != old:
+                        raise HeadMoved("the branch moved while the commits were written") from None
+                    raise
+        except BaseException:
+            self._restore(paths)
+            raise
+        self.marker.unlink(missing_ok=True)
+
+    def head(self) -> str | None:
+        """HEAD's commit; None on a branch with no commit yet."""
+        out = self.git("rev-parse", "-q", "--verify", "HEAD^{commit}", check=False)
+        return out or None
+
+    def _fast_import(self, changes: Sequence[Change], parent: str | None) -> list[str]:
+        stamp = f"{int(time.time())} +0000"
+        ident = f"{BOT_NAME} <{BOT_EMAIL}> {stamp}".encode()
+        out = [b"feature done\n"]
+        for mark, change in enumerate(changes, 1):
+            message = change.message.rstrip("\n").encode() + b"\n"
+            out += [b"commit %s\nmark :%d\n" % (STAGING_REF.encode(), mark)]
+            out += [b"author %s\ncommitter %s\n" % (ident, ident)]
+            out += [b"data %d\n" % len(message), message]
+            if mark == 1 and parent is not None:
+                out.append(b"from %s\n" % parent.encode())
+            out += [b"M 100644 inline %s\n" % change.path.encode()]
+            out += [b"data %d\n" % len(change.data), change.data, b"\n"]
+        out += [b"get-mark :%d\n" % mark for mark in range(1, len(changes) + 1)]
+        out.append(b"done\n")
+        tips = self.git("fast-import", "--quiet", "--force", "--done", input=b"".join(out))
+        return tips.split()
+
+    def _checkout_paths(
+        self, _old: str | None, new: str, paths: Sequence[str], env: Mapping[str, str]
+    ) -> None:
+        """``git checkout <new> -- <paths>``: the files and their index entries as ``new``
+        has them (status files are convoy-batch's: a local edit of one is overwritten)."""
+        listing = "".join(f"{p}\0" for p in paths).encode()
+        self.git(
+            "checkout", new, "--pathspec-from-file=-", "--pathspec-file-nul",
+            input=listing, env=env,
+        )  # fmt: skip
+
+    @contextlib.contextmanager
+    def _index_locked(self) -> Iterator[dict[str, str] | None]:
+        """Hold ``index.lock`` holding a copy of the index; yields the environment that
+        makes git update that copy (None: a bare repository, nothing to update). The copy
+        replaces the index when the block ends without an error."""
+        index = self.git_dir / "index"
+        if self.work_tree is None:
+            yield None
+            return
+        lock = LockedFD(str(index))
+        fd = self._take(lock, index)
+        try:
+            _write_all(fd, index.read_bytes() if index.is_file() else self._empty_index())
+            yield {"GIT_INDEX_FILE": f"{index}.lock"}
+        except BaseException:
+            lock.rollback()
+            raise
+        lock.commit()
+
+    def _empty_index(self) -> bytes:
+        """An index with no entry, as git writes it (a checkout that never staged a file
+        has no index file yet)."""
+        with tempfile.TemporaryDirectory(dir=self.git_dir, prefix="convoy-batch-") as tmp:
+            empty = Path(tmp) / "index"
+            self.git("read-tree", "--empty", env={"GIT_INDEX_FILE": str(empty)})
+            return empty.read_bytes()
+
+    def _take(self, lock: LockedFD, index: Path) -> int:
+        deadline = time.monotonic() + _LOCK_WAIT
+        while True:
+            try:
+                return int(lock.open(write=True))
+            except OSError:
+                if time.monotonic() >= deadline:
+                    raise GitError(
+                        f"{index}.lock: held by another git process (remove it if no git "
+                        "process is running); the statuses are committed on a later tick"
+                    ) from None
+                time.sleep(0.05)
+
+    def _mark(self, record: Mapping[str, object]) -> None:
+        atomic_write(self.marker, json.dumps({"format": 1, **record}).encode())
+
+    # --- after a crash ----------------------------------------------------------------
+
+    def recover(self) -> None:
+        """Repair what a killed or failed write left (see the module docstring): the lock
+        files git left are removed and the marked paths of the index and working tree are
+        put back as HEAD has them. The caller holds the repo lock."""
+        try:
+            record = json.loads(self.marker.read_bytes())
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError):
+            record = {}
+        for leftover in self._lock_files():
+            leftover.unlink(missing_ok=True)
+        paths = record.get("paths") if isinstance(record, dict) else None
+        self._restore([str(p) for p in paths] if isinstance(paths, list) else [])
+
+    def _restore(self, paths: Sequence[str]) -> None:
+        """Put ``paths`` of the index and working tree back as HEAD has them, then drop
+        the marker; when that fails, the marker stays for the next tick's :meth:`recover`."""
+        head = self.head()
+        try:
+            if paths and head is not None:
+                with self._index_locked() as index_env:
+                    if index_env is not None:
+                        self._as_in_head(head, paths, index_env)
+        except GitError:
+            return
+        self.marker.unlink(missing_ok=True)
+
+    def _as_in_head(self, head: str, paths: Sequence[str], env: Mapping[str, str]) -> None:
+        present = self.git(
+            "ls-tree", "-r", "-z", "--name-only", head, "--", *paths, strip=False
+        ).split("\0")
+        present = [p for p in present if p]
+        gone = [p for p in paths if p not in set(present)]
+        if present:
+            self._checkout_paths(None, head, present, env)
+        if gone:
+            self.git("rm", "-q", "--cached", "--ignore-unmatch", "--", *gone, env=env)
+
+    def _lock_files(self) -> list[Path]:
+        """The lock files a killed batch can leave: the index's, the refs' it updates."""
+        index = self.git_dir / "index"
+        branch = self.git("symbolic-ref", "-q", "HEAD", check=False)
+        refs = [self.git_dir / "HEAD", self.common_dir / STAGING_REF]
+        refs += [self.common_dir / "packed-refs"]
+        if branch:
+            refs.append(self.common_dir / branch)
+        files = [Path(f"{index}.lock"), Path(f"{index}.lock.lock")]
+        return files + [Path(f"{ref}.lock") for ref in refs]
+
+    # --- running git ------------------------------------------------------------------
+
+    def git(
+        self,
+        *args: str,
+        input: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        check: bool = True,
+        strip: bool = True,
+    ) -> str:
+        """Run git on this repository; GitError (one line) when it fails and ``check``."""
+        full_env = {k: v for k, v in os.environ.items() if k != "GIT_INDEX_FILE"}
+        full_env.update(GIT_DIR=str(self.git_dir), GIT_TERMINAL_PROMPT="0")
+        if self.work_tree is not None:
+            full_env["GIT_WORK_TREE"] = str(self.work_tree)
+        full_env.update(env or {})
+        proc = subprocess.run(
+            ["git", *_CONFIG, *args], input=input, env=full_env, capture_output=True,
+            check=False, cwd=self.work_tree or self.git_dir,
+        )  # fmt: skip
+        if check and proc.returncode != 0:
+            lines = proc.stderr.decode(errors="replace").splitlines()
+            # git's hints are advice for a person at a terminal, not part of the error.
+            detail = " ".join(" ".join(ln.split()) for ln in lines if not ln.startswith("hint:"))
+            raise GitError(f"git {args[0]}: {detail or f'exit {proc.returncode}'}")
+        out = proc.stdout.decode(errors="replace")
+        return out.strip() if strip else out
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

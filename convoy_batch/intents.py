@@ -1,0 +1,94 @@
+"""Write-ahead records of decided outcomes (SPEC 15, "Write-ahead"):
+``<state>/intents/<release>.json``. Does file I/O.
+
+Decide, write, then act: before a tick changes a cluster on a decision that changes a
+Release's status, it records here what it decided (the :class:`Step` it is about to carry
+out, and the status and commit message that follow when the step succeeds), durably, and
+the render the step applies is durable in the render store first. The record is removed
+once the tick's status commits have landed. A tick that finds a record completes it
+before it decides anything new for that Release: the step again (applies are
+idempotent), then the recorded status commit. So a crash at any point can delay a
+decided transition, never undo it.
+"""
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Literal
+
+from convoy_batch.models import Model, Phase, ReleaseStatus, parse_model
+from convoy_batch.store import atomic_write, check_release_name
+
+log = logging.getLogger("convoy_batch")
+
+
+class Step(Model):
+    """A decided change of a cluster: apply a render, then (maybe) prune."""
+
+    render_ref: str
+    revision: str | None = None
+    phases: tuple[Phase, ...] | None = None
+    """The phases of the render applied, in order; None: every object but the hooks,
+    in one pass (``apply_last_healthy``, SPEC 8)."""
+    prune: bool = False
+    """Whether the prune step runs after the apply (its deletes follow the sync policy)."""
+    prune_enabled: bool = True
+    """``spec.syncPolicy.prune`` when the step was decided."""
+
+
+class Intent(Model):
+    """What a tick decided for one Release before it changed the cluster."""
+
+    format: Literal[1] = 1
+    release: str
+    cluster: str
+    step: Step
+    status: ReleaseStatus
+    """The status to commit once the step has succeeded."""
+    message: str
+    """Its commit message."""
+
+
+class IntentStore:
+    """``<state>/intents/<release>.json``: at most one record per Release."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.root = Path(state_dir) / "intents"
+
+    def path(self, release: str) -> Path:
+        return self.root / f"{check_release_name(release)}.json"
+
+    def save(self, intent: Intent) -> None:
+        """Write ``intent`` durably (temp file, fsync, rename, fsync of the folder)."""
+        data = json.dumps(intent.dump(), separators=(",", ":"), ensure_ascii=False)
+        atomic_write(self.path(intent.release), data.encode())
+
+    def load(self, release: str) -> Intent | None:
+        """The record of ``release``; None when there is none. A record that cannot be
+        read is reported and removed: its decision is made again from the committed
+        status (a torn record cannot exist: every write is atomic)."""
+        path = self.path(release)
+        try:
+            data = json.loads(path.read_bytes())
+            return parse_model(Intent, data, str(path))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            log.warning("%s: unreadable write-ahead record, dropped: %s", path, exc)
+            self.clear(release)
+            return None
+
+    def names(self) -> set[str]:
+        """The Releases that have a record."""
+        try:
+            files = os.listdir(self.root)
+        except (FileNotFoundError, NotADirectoryError):
+            return set()
+        return {f.removesuffix(".json") for f in files if f.endswith(".json")}
+
+    def clear(self, release: str) -> None:
+        try:
+            self.path(release).unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("%s: write-ahead record not removed: %s", self.path(release), exc)
