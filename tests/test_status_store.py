@@ -12,7 +12,6 @@ from pathlib import Path
 import git
 import pytest
 
-from convoy_batch import status_store
 from convoy_batch.models import (
     Attempt,
     Condition,
