@@ -113,9 +113,9 @@ def stage_sync(
         expected = outcome(gate.reason, gate.message)
     else:
         expected = outcome(REASON_SYNCED, f"{len(render.objects)} objects applied")
-    if step.phases or step.prune:
+    if step.phases or step.prune:  # the step changes the cluster: record it first
         tick.stores.renders.settle(render.ref)  # what the record points at is durable first
-    before_change(step, expected, expected_inventory(inventory, render, step))
+        before_change(step, expected, expected_inventory(inventory, render, step))
     acted = carry_out(deployer, inventory, render, step)
     if acted.errors:
         return SyncResult(outcome(REASON_PRUNE_FAILED, acted.errors[0]), acted.inventory)
