@@ -13,6 +13,7 @@ import contextlib
 import logging
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 import git
 
@@ -33,12 +34,22 @@ _SYMLINK_MODE = 0o120000
 class StatusStore:
     """Status files of the GitOps repository ``repo``: load from HEAD, commit, push."""
 
-    def __init__(self, repo: git.Repo, locks: Locks, *, push_attempts: int = 3) -> None:
+    def __init__(
+        self,
+        repo: git.Repo,
+        locks: Locks,
+        *,
+        push_attempts: int = 3,
+        cache: ParseCache | None = None,
+    ) -> None:
+        """``cache``: parsed statuses by blob id; the statuses committed here go in it, so
+        the next tick does not parse what this one wrote."""
         # A Repo of its own: its git processes are not shared with the caller's threads.
         self.repo = git.Repo(repo.git_dir if repo.bare else repo.working_tree_dir)
         self.locks = locks
         self.writer = GitWriter(self.repo, locks.root / "git-write.json")
         self.pusher = Pusher(self.writer, locks, push_attempts)
+        self.cache = cache
         self.unreadable: set[str] = set()
         """Status files :meth:`load_all` could not read (their renders are unknown)."""
         self.error: str | None = None
@@ -46,7 +57,7 @@ class StatusStore:
         # HEAD's status blobs and texts, read once (a batch starts over: HEAD may move).
         self._blobs: dict[str, git.Blob] | None = None
         self._texts: dict[str, str] = {}
-        self._queue: list[tuple[Future[Change | None], Future[str | None]]] | None = None
+        self._queue: list[tuple[Future[_Planned | None], Future[str | None]]] | None = None
         self._texter: ThreadPoolExecutor | None = None
 
     def recover(self) -> None:
@@ -134,13 +145,13 @@ class StatusStore:
         self._queue.append((change, done))
         return done
 
-    def _change(self, name: str, status: ReleaseStatus, message: str) -> Change | None:
+    def _change(self, name: str, status: ReleaseStatus, message: str) -> "_Planned | None":
         old = self._head_text(name)
         text = render_status(old, status)
         if text == old:
             return None
         self._texts[name] = text  # the next commit of this batch starts from it
-        return Change(path=_path(name), data=text.encode(), message=message)
+        return _Planned(Change(path=_path(name), data=text.encode(), message=message), status)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -158,10 +169,10 @@ class StatusStore:
             self._write(queue)
             self._blobs, self._texts = None, {}  # HEAD has moved
 
-    def _write(self, queue: list[tuple["Future[Change | None]", "Future[str | None]"]]) -> None:
+    def _write(self, queue: list[tuple["Future[_Planned | None]", "Future[str | None]"]]) -> None:
         self.error = None
         planned = [(change.result(), done) for change, done in queue]
-        changes = [change for change, _ in planned if change is not None]
+        changes = [p.change for p, _ in planned if p is not None]
         commits: list[str] = []
         if changes:
             try:
@@ -171,14 +182,36 @@ class StatusStore:
                 self.error = f"status commits not written: {' '.join(str(exc).split())}"
                 log.error("%s", self.error)
         shas = iter(commits)
-        for change, done in planned:
-            done.set_result(next(shas, None) if change is not None else None)
+        for p, done in planned:
+            done.set_result(next(shas, None) if p is not None else None)
+        if commits and self.cache is not None:
+            self._remember([p for p, _ in planned if p is not None], commits[-1])
+
+    def _remember(self, planned: list["_Planned"], tip: str) -> None:
+        """Put the committed statuses in the parse cache under their blob ids (one
+        ``git ls-tree`` of the status folder)."""
+        assert self.cache is not None
+        listing = self.writer.git("ls-tree", "-z", tip, f"{STATUS_DIR}/", strip=False)
+        blobs = {}
+        for line in filter(None, listing.split("\0")):
+            info, path = line.split("\t", 1)
+            blobs[path] = info.split()[2]
+        newest = {p.change.path: p.status for p in planned}  # the last of a path wins
+        for path, status in newest.items():
+            if path in blobs:
+                self.cache.put(path, blobs[path], status.dump_status())
 
     # pushing
 
     def push(self) -> PushResult:
         """Push the branch; a rejected push is fetched, rebased and retried (never raises)."""
         return self.pusher.push()
+
+
+@dataclass(frozen=True)
+class _Planned:
+    change: Change
+    status: ReleaseStatus
 
 
 def _path(name: str) -> str:

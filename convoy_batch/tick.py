@@ -124,9 +124,9 @@ class Tick:
     ) -> "Tick":
         repo = GitOpsRepo(repo_path)
         stores = Stores.open(state_dir)
-        status_store = StatusStore(repo.repo, stores.locks)
-        status_store.recover()  # what a killed tick left half-written in git
         caches = {name: ParseCache(state_dir / "cache" / f"{name}.json") for name in ("repo",)}
+        status_store = StatusStore(repo.repo, stores.locks, cache=caches["repo"])
+        status_store.recover()  # what a killed tick left half-written in git
         return cls(
             now=now,
             repo=repo,

@@ -58,6 +58,16 @@ def test_status_files_are_parsed_once_per_blob(
     assert scenario.cli("status").code == 0
 
 
+def test_a_status_this_process_committed_is_not_parsed_by_the_next_tick(
+    scenario: Scenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scenario.app()
+    scenario.reconcile("web", minutes=0)  # commits web's first status
+    monkeypatch.setattr(status_store, "parse_status", _refuse)
+    assert scenario.reconcile("web", minutes=1).code == 0
+    assert scenario.status()["rollout"]["state"] == "Progressing"
+
+
 def test_a_hand_edit_of_a_live_object_is_seen_despite_the_cache(scenario: Scenario) -> None:
     scenario.app()
     scenario.reconcile("web", minutes=0)
