@@ -27,6 +27,7 @@ convoy-batch held), and when the branch had already moved, does step 5 again.
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -43,6 +44,7 @@ BOT_NAME = "convoy-batch"
 BOT_EMAIL = "convoy-batch@localhost"
 STAGING_REF = "refs/convoy-batch/staging"
 _ZERO = "0" * 40
+_SCRATCH = "convoy-batch-scratch-"
 _LOCK_WAIT = 10.0  # seconds a lock held by another git process is waited for
 # Objects, refs and the index are fsynced (git's default leaves refs and the index to the
 # page cache); hooks are not run (a post-checkout hook is the user's, not ours).
@@ -184,7 +186,7 @@ class GitWriter:
     def _empty_index(self) -> bytes:
         """An index with no entry, as git writes it (a checkout that never staged a file
         has no index file yet)."""
-        with tempfile.TemporaryDirectory(dir=self.git_dir, prefix="convoy-batch-") as tmp:
+        with scratch_dir(self.git_dir) as tmp:
             empty = Path(tmp) / "index"
             self.git("read-tree", "--empty", env={"GIT_INDEX_FILE": str(empty)})
             return empty.read_bytes()
@@ -211,6 +213,8 @@ class GitWriter:
         """Repair what a killed or failed write left (see the module docstring): the lock
         files git left are removed and the marked paths of the index and working tree are
         put back as HEAD has them. The caller holds the repo lock."""
+        for scratch in self.git_dir.glob(f"{_SCRATCH}*"):  # only made under the repo lock
+            shutil.rmtree(scratch, ignore_errors=True)
         try:
             record = json.loads(self.marker.read_bytes())
         except FileNotFoundError:
@@ -284,6 +288,14 @@ class GitWriter:
             raise GitError(f"git {args[0]}: {detail or f'exit {proc.returncode}'}")
         out = proc.stdout.decode(errors="replace")
         return out.strip() if strip else out
+
+
+@contextlib.contextmanager
+def scratch_dir(git_dir: Path) -> Iterator[Path]:
+    """A temporary folder in the git directory (for throwaway index files); one a killed
+    process left is removed by the next :meth:`GitWriter.recover`."""
+    with tempfile.TemporaryDirectory(dir=git_dir, prefix=_SCRATCH) as tmp:
+        yield Path(tmp)
 
 
 def _write_all(fd: int, data: bytes) -> None:

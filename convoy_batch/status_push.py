@@ -4,17 +4,14 @@ state), and the push is tried again a bounded number of times. Status files conf
 only with themselves, and our newer status wins. Does git I/O, through git processes.
 """
 
-import contextlib
-import os
-import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 import git
 
-from convoy_batch.gitwrite import BOT_NAME, GitError, GitWriter
+from convoy_batch.gitwrite import BOT_NAME, GitError, GitWriter, scratch_dir
 from convoy_batch.store import Locks
 
 STATUS_DIR = "status"
@@ -98,7 +95,8 @@ class Pusher:
         if parents == [onto]:
             return commit  # already on top of ``onto``: keep it as it is
         base = parents[0] if parents else self.git("mktree", input=b"")
-        with _temp_index(self.repo.git_dir) as env:
+        with scratch_dir(Path(self.repo.git_dir)) as tmp:
+            env = {"GIT_INDEX_FILE": str(tmp / "index")}
             self.git("read-tree", "-m", "--aggressive", base, onto, commit, env=env)
             self._resolve_conflicts(env)
             tree = self.git("write-tree", env=env)
@@ -144,10 +142,3 @@ def _two_way(
     user's uncommitted changes, refused (nothing written) when they are in the way."""
     writer.git("update-index", "-q", "--refresh", env=env, check=False)
     writer.git("read-tree", "-m", "-u", old or "", new, env=env)
-
-
-@contextlib.contextmanager
-def _temp_index(git_dir: "str | os.PathLike[str]") -> Iterator[dict[str, str]]:
-    """A throwaway index file (``GIT_INDEX_FILE``) next to the repository's own."""
-    with tempfile.TemporaryDirectory(dir=git_dir, prefix="convoy-batch-index-") as tmp:
-        yield {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
