@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from convoy_batch.errors import StateFailed, UsageError
-from convoy_batch.models import ReleaseInventory
+from convoy_batch.deployers.directory import DirectoryDeployer
+from convoy_batch.errors import ApplyFailed, PruneFailed, StateFailed, UsageError
+from convoy_batch.models import ObjectKey, ReleaseInventory
 from convoy_batch.statefiles import LEFTOVER_AGE
 from convoy_batch.store import InventoryStore, Locks, ParseCache, RenderStore, TickRecord, TickStore
 from convoy_batch.tick import Stores
@@ -25,6 +26,11 @@ DATA = b'[{"kind":"ConfigMap","name":"a"}]'
 REF = f"sha256:{hashlib.sha256(DATA).hexdigest()}"
 OTHER = b'[{"kind":"ConfigMap","name":"b"}]'
 OTHER_REF = f"sha256:{hashlib.sha256(OTHER).hexdigest()}"
+
+
+def config_map(name: str = "settings", namespace: str = "web") -> dict[str, object]:
+    meta = {"name": name, "namespace": namespace}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"a": "1"}}
 
 
 def one_line_naming(text: str, path: Path) -> bool:
@@ -160,6 +166,16 @@ def test_opening_the_state_directory_removes_old_leftovers_of_atomic_writes(
     assert all(p.exists() for p in fresh + kept)
 
 
+def test_the_directory_cluster_removes_old_leftovers_where_it_writes(tmp_path: Path) -> None:
+    cluster = DirectoryDeployer(tmp_path / "cluster")
+    folder = cluster.path_of(
+        ObjectKey(api_version="v1", kind="ConfigMap", namespace="web", name="x")
+    ).parent
+    old, fresh = leftover(folder, "x.yaml", LEFTOVER_AGE + 60), leftover(folder, "y.yaml", 1)
+    cluster.apply([config_map()])
+    assert (not old.exists(), fresh.exists()) == (True, True)
+
+
 # --- 5. nothing is written through a symlink leading out of the state directory -----------
 
 
@@ -262,6 +278,44 @@ def test_a_locks_folder_leading_out_stops_the_tick_before_it_starts(
     (tmp_path / "state" / "locks").symlink_to(outside)
     with pytest.raises(UsageError, match="locks"):
         Stores.open(tmp_path / "state")
+
+
+def test_the_directory_cluster_never_writes_or_deletes_through_a_folder_leading_out(
+    tmp_path: Path, outside: Path
+) -> None:
+    cluster = DirectoryDeployer(tmp_path / "cluster")
+    (tmp_path / "cluster").mkdir()
+    (tmp_path / "cluster" / "web").symlink_to(outside)
+    (outside / "configmap").mkdir()
+    (outside / "configmap" / "settings.yaml").write_text("outside: true\n")
+    with pytest.raises(ApplyFailed, match="leads out"):
+        cluster.apply([config_map()])
+    key = ObjectKey(api_version="v1", kind="ConfigMap", namespace="web", name="settings")
+    with pytest.raises(PruneFailed, match="leads out"):
+        cluster.delete(key)
+    assert (outside / "configmap" / "settings.yaml").read_text() == "outside: true\n"
+
+
+def test_the_directory_cluster_never_replaces_an_object_file_leading_out(
+    tmp_path: Path, outside: Path
+) -> None:
+    cluster = DirectoryDeployer(tmp_path / "cluster")
+    key = ObjectKey(api_version="v1", kind="ConfigMap", namespace="web", name="settings")
+    cluster.path_of(key).parent.mkdir(parents=True)
+    (outside / "settings.yaml").write_text("outside: true\n")
+    cluster.path_of(key).symlink_to(outside / "settings.yaml")
+    with pytest.raises(ApplyFailed, match="leading out"):
+        cluster.apply([config_map()])
+    assert (outside / "settings.yaml").read_text() == "outside: true\n"
+
+
+def test_a_directory_cluster_outside_the_state_directory_is_its_own_root(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    DirectoryDeployer(tmp_path / "link").apply([config_map()])
+    assert (tmp_path / "real" / "web" / "configmap" / "settings.yaml").is_file()
 
 
 # --- 6. permissions: the state directory 0700, its files 0600 -----------------------------
