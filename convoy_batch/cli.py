@@ -1,7 +1,8 @@
 """The ``convoy-batch`` command (SPEC 14): reconcile, observe, status, plan.
 
 Exit codes: 0 every Release reconciled (waiting, gated, rolled back count); 1 at
-least one Release errored; 2 usage error, unreadable repository, unknown Release.
+least one Release errored; 2 usage error, unreadable repository, unknown Release, a
+state directory that cannot be used.
 """
 
 import argparse

@@ -1,4 +1,5 @@
-"""Typed errors raised at the I/O edges (source, render, cluster), one per outcome reason.
+"""Typed errors raised at the I/O edges (source, render, cluster, state directory), one per
+outcome reason.
 
 Each carries a one-line message that says what and where (file, object, field); the
 reconcile maps them to the outcome reasons of SPEC 4 in one place. Gates and holds are
@@ -47,6 +48,13 @@ class ApplyFailed(ConvoyError):
 
 class PruneFailed(ConvoyError):
     reason = "PruneFailed"
+
+
+class StateFailed(ConvoyError):
+    """A file or folder of the state directory that cannot be read or written (a folder
+    where a file belongs, a symlink leading out of it, permissions)."""
+
+    reason = "StateFailed"
 
 
 class UsageError(Exception):

@@ -1,13 +1,17 @@
 """Machine-local state under the state directory (SPEC 2): renders, inventories, locks, ticks.
 
-Does file I/O. Every write is atomic (temp file in the same folder, fsync, rename, fsync
-of the folder); renders (content addressed, never rewritten with other content) are
-written so by a :class:`Writer` in the background during a tick, which waits for them
-before it ends. Paths are built only
-from validated names and refs, so nothing a Release or a status file says can make a
-store read or write outside the state directory. Unreadable state is reported as a
-warning on the ``convoy_batch`` logger and treated as absent: a corrupt render blob is
-never applied.
+Does file I/O (through :mod:`convoy_batch.statefiles`). Every write is atomic (temp file
+in the same folder, fsync, rename, fsync of the folder), files 0600; renders (content
+addressed, never rewritten with other content) are written so by a :class:`Writer` in
+the background during a tick, which waits for them before it ends. Paths are built only
+from validated names and refs, and no symlink leading out of the state directory is
+followed, so nothing a Release or a status file says can make a store read or write
+outside it.
+
+What cannot be read is reported in one line naming the path: a bad render blob (wrong
+content, a folder, unreadable) is a warning and absent, never applied; tick records and
+parse caches are hints (a warning, then ignored); an inventory or render folder that
+cannot be used is :class:`StateFailed`, an error of the Release that needs it.
 """
 
 import contextlib
@@ -17,7 +21,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -25,7 +28,21 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from convoy_batch.errors import StateFailed, UsageError
 from convoy_batch.models import Model, ReleaseInventory, Time, parse_model
+from convoy_batch.statefiles import (
+    DIR_MODE,
+    FILE_MODE,
+    folder_problem,
+    open_inside,
+    open_state_dir,
+    os_problem,
+    problem_of,
+    read_file,
+    real_root,
+    remove_leftovers,
+)
+from convoy_batch.statefiles import atomic_write as atomic_write  # also for status files
 
 log = logging.getLogger("convoy_batch")
 
@@ -59,27 +76,32 @@ def check_file_name(name: str) -> str:
     return name
 
 
-def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Replace ``path`` with ``data`` atomically: readers see the old or the new bytes.
-    ``durable=False`` skips the fsyncs, for records that are only a hint if lost."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+STORE_FOLDERS = ("locks", "renders", "inventory", "cache")
+"""The folders of the state directory a tick writes to, besides the directory itself
+(``ticks.json``) and the directory clusters (which check their own folders)."""
+
+
+def open_state(state_dir: Path) -> None:
+    """What a tick does first with the state directory: make it 0700 (or tighten it),
+    check the folders it writes to, and remove the temp files of writes that never landed.
+    UsageError (one line) when the directory or its ``locks`` cannot be used: no Release
+    can be reconciled safely then. A ``cache`` that cannot be used is a warning (parse
+    caches are skipped); ``renders`` and ``inventory`` are reported by their stores, as
+    the error of each Release that needs them."""
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            if durable:
-                os.fsync(f.fileno())
-        # mkstemp creates 0600; keep the mode of the file we replace (status files are
-        # in the user's working tree), else the usual 0644.
-        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    if durable:
-        _fsync_dir(path.parent)
+        root = open_state_dir(state_dir)
+    except StateFailed as exc:
+        raise UsageError(f"state directory not usable: {exc}") from None
+    problems = {name: folder_problem(state_dir / name, root) for name in STORE_FOLDERS}
+    if problems["locks"]:
+        raise UsageError(f"state directory not usable: {problems['locks']}")
+    if problems["cache"]:
+        log.warning("parse caches not used: %s", problems["cache"])
+    now = time.time()  # file ages are wall-clock time, unlike a tick's (settable) now
+    remove_leftovers(state_dir, now)
+    for name, problem in problems.items():
+        if problem is None:
+            remove_leftovers(state_dir / name, now)
 
 
 class Writer:
@@ -154,20 +176,6 @@ class Writer:
                         del self._pending[path]
 
 
-def _fsync_dir(folder: Path) -> None:
-    """Make the rename durable; some platforms cannot open a directory, which is fine."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _describe(path: Path, exc: Exception) -> str:
     """One line naming the file: parse_model's messages already start with it."""
     text = " ".join(str(exc).split())
@@ -175,47 +183,72 @@ def _describe(path: Path, exc: Exception) -> str:
 
 
 class RenderStore:
-    """``<state>/renders/<hex>.json``: the canonical JSON of each render, content addressed."""
+    """``<state>/renders/<hex>.json``: the canonical JSON of each render, content addressed.
+
+    A blob that is not a readable file of the right content is absent (SPEC 2): reported,
+    moved aside to ``<hex>.corrupt`` and replaced by the next :meth:`put`. A ``renders``
+    folder that cannot be used makes :meth:`put` fail (StateFailed)."""
 
     def __init__(self, state_dir: Path, writer: Writer | None = None) -> None:
         self.root = Path(state_dir) / "renders"
+        self._state = real_root(state_dir)
         self._verified: set[str] = set()  # read back or written by this instance (one tick)
         self._writer = writer
+        self._problem: str | None = None
+        self._checked = self._told = False
 
     def path(self, ref: str) -> Path:
         return self.root / f"{ref_hex(ref)}.json"
 
+    def folder_problem(self) -> str | None:
+        """Why ``renders`` cannot hold blobs (checked once per instance)."""
+        if not self._checked:
+            self._checked = True
+            self._problem = folder_problem(self.root, self._state)
+        return self._problem
+
     def put(self, ref: str, canonical: bytes) -> None:
         """Store ``canonical`` under ``ref``; a valid blob already there is not rewritten
-        (nor read again when this instance has verified it already)."""
+        (nor read again when this instance has verified it already). StateFailed when
+        the store cannot hold it."""
         if hashlib.sha256(canonical).hexdigest() != ref_hex(ref):
             raise ValueError(f"render store: content does not hash to {ref}")
         if ref in self._verified:
             return
+        if problem := self.folder_problem():
+            raise StateFailed(problem)
         path = self.path(ref)
         if not self._valid(path, ref):
+            self._clear(path)
             if self._writer is None:
-                atomic_write(path, canonical)
+                self._write(path, canonical)
             else:
                 self._writer.write(path, canonical)
         self._verified.add(ref)
 
     def get(self, ref: str) -> bytes | None:
-        """The verified blob of ``ref``; None when absent or corrupt (corrupt is reported)."""
+        """The verified blob of ``ref``; None when absent or bad (bad is reported)."""
         path = self.path(ref)
-        try:
-            pending = self._writer.pending(path) if self._writer is not None else None
-            data = pending if pending is not None else path.read_bytes()
-        except FileNotFoundError:
+        pending = self._writer.pending(path) if self._writer is not None else None
+        if pending is not None:
+            return pending
+        if self.folder_problem():
+            if not self._told:  # put's StateFailed tells each Release that stores a render
+                log.warning("render store not usable, renders absent: %s", self._problem)
+                self._told = True
             return None
-        if hashlib.sha256(data).hexdigest() == ref_hex(ref):
-            self._verified.add(ref)
-            return data
-        aside = path.with_suffix(".corrupt")
-        log.warning("%s: content does not hash to %s; moved to %s, not used", path, ref, aside)
-        with contextlib.suppress(OSError):
-            os.replace(path, aside)
-        return None
+        try:
+            data = read_file(path, self._state)
+        except StateFailed as exc:
+            self._set_aside(path, str(exc))
+            return None
+        if data is None:
+            return None
+        if hashlib.sha256(data).hexdigest() != ref_hex(ref):
+            self._set_aside(path, f"{path}: content does not hash to {ref}")
+            return None
+        self._verified.add(ref)
+        return data
 
     def settle(self, ref: str) -> None:
         """Make the blob of ``ref`` durable now if its write is still pending."""
@@ -227,13 +260,14 @@ class RenderStore:
         return self.path(ref).is_file()
 
     def gc(self, keep: Iterable[str]) -> list[str]:
-        """Delete every blob whose ref is not in ``keep``; returns the removed refs, sorted."""
+        """Delete every blob whose ref is not in ``keep``; returns the removed refs, sorted.
+        A blob that cannot be removed is reported and left."""
+        if self.folder_problem():
+            return []  # never list, let alone delete, through a folder that leads out
         kept = set(keep)
         removed = []
         for ref in self._refs():
-            if ref not in kept:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self.path(ref))
+            if ref not in kept and self._remove(self.path(ref)):
                 self._verified.discard(ref)
                 removed.append(ref)
         return sorted(removed)
@@ -241,7 +275,7 @@ class RenderStore:
     def _refs(self) -> Iterator[str]:
         try:
             names = os.listdir(self.root)
-        except FileNotFoundError:
+        except OSError:
             return
         for name in names:
             match = _BLOB_FILE.match(name)
@@ -249,31 +283,83 @@ class RenderStore:
                 yield f"sha256:{match.group(1)}"
 
     @staticmethod
-    def _valid(path: Path, ref: str) -> bool:
+    def _remove(path: Path) -> bool:
         try:
-            return hashlib.sha256(path.read_bytes()).hexdigest() == ref_hex(ref)
+            os.unlink(path)
         except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("render store: %s; not removed", os_problem(path, exc))
             return False
+        return True
+
+    def _valid(self, path: Path, ref: str) -> bool:
+        try:
+            data = read_file(path, self._state)
+        except StateFailed:
+            return False
+        return data is not None and hashlib.sha256(data).hexdigest() == ref_hex(ref)
+
+    def _set_aside(self, path: Path, problem: str) -> None:
+        aside = path.with_suffix(".corrupt")
+        log.warning("%s; moved to %s, not used", problem, aside.name)
+        with contextlib.suppress(OSError):
+            os.replace(path, aside)
+
+    @staticmethod
+    def _clear(path: Path) -> None:
+        """Move a folder standing where a blob belongs out of the way (a rename onto a
+        file or a symlink replaces it, onto a folder it fails)."""
+        if os.path.isdir(path) and not os.path.islink(path):
+            try:
+                os.replace(path, path.with_suffix(".corrupt"))
+            except OSError as exc:
+                problem = f"{path}: a folder where a blob belongs; {exc.strerror}"
+                raise StateFailed(problem) from None
+
+    def _write(self, path: Path, data: bytes) -> None:
+        try:
+            atomic_write(path, data)
+        except OSError as exc:
+            raise StateFailed(os_problem(path, exc)) from None
 
 
 class InventoryStore:
-    """``<state>/inventory/<release>.json``: the ReleaseInventory of each Release."""
+    """``<state>/inventory/<release>.json``: the ReleaseInventory of each Release.
+
+    Not a cache: what the file says cannot be known otherwise, so a file that cannot be
+    read or written (a folder, unreadable, a symlink leading out of the state directory,
+    an ``inventory`` that is a file) is StateFailed, the Release's error. Content that
+    does not parse is a warning and an empty inventory (the next save replaces it)."""
 
     def __init__(self, state_dir: Path) -> None:
         self.root = Path(state_dir) / "inventory"
+        self._state = real_root(state_dir)
+        self._problem: str | None = None
+        self._checked = False
 
     def path(self, release: str) -> Path:
         return self.root / f"{check_release_name(release)}.json"
 
+    def _usable(self) -> None:
+        if not self._checked:
+            self._problem = folder_problem(self.root, self._state)
+            self._checked = True
+        if self._problem:
+            raise StateFailed(self._problem)
+
     def load(self, release: str) -> ReleaseInventory:
-        """The stored inventory; empty when missing, or (with a warning) when unreadable."""
+        """The stored inventory; empty when missing, or (with a warning) when it does not
+        parse. StateFailed when it cannot be read."""
         path = self.path(release)
+        self._usable()
         empty = ReleaseInventory(release=release)
-        try:
-            inventory = parse_model(ReleaseInventory, json.loads(path.read_bytes()), str(path))
-        except FileNotFoundError:
+        data = read_file(path, self._state)
+        if data is None:
             return empty
-        except (OSError, ValueError) as exc:  # JSONDecodeError and parse_model's are ValueErrors
+        try:
+            inventory = parse_model(ReleaseInventory, json.loads(data), str(path))
+        except ValueError as exc:  # JSONDecodeError and parse_model's are ValueErrors
             log.warning("unreadable inventory, treated as empty: %s", _describe(path, exc))
             return empty
         if inventory.release != release:
@@ -282,10 +368,16 @@ class InventoryStore:
         return inventory
 
     def save(self, inventory: ReleaseInventory) -> None:
+        """Write the inventory (StateFailed when it cannot be written)."""
+        path = self.path(inventory.release)
+        self._usable()
         data = inventory.model_dump(mode="json", by_alias=True)
         # Written before the Release's lock is let go (not in the background): another
         # process reconciling it next must not see its newer inventory overwritten late.
-        atomic_write(self.path(inventory.release), _json_bytes(data))
+        try:
+            atomic_write(path, _json_bytes(data), root=self._state)
+        except OSError as exc:
+            raise StateFailed(os_problem(path, exc)) from None
 
 
 def _json_bytes(data: object) -> bytes:
@@ -297,10 +389,12 @@ class LockBusy(Exception):
 
 
 class Locks:
-    """``<state>/locks/``: cross-process file locks, one per Release and one for the repo."""
+    """``<state>/locks/``: cross-process file locks, one per Release and one for the repo.
+    A lock file that cannot be opened is StateFailed (one line)."""
 
     def __init__(self, state_dir: Path) -> None:
         self.root = Path(state_dir) / "locks"
+        self._state = real_root(state_dir)
 
     @contextlib.contextmanager
     def release(self, name: str, timeout: float = 0) -> Iterator[None]:
@@ -325,11 +419,7 @@ class Locks:
         # flock(2) straight from the stdlib: filelock costs ~0.35 ms a lock, which is a
         # whole parse baseline over a tick of 1000 Releases.
         path = self.root / file_name
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except FileNotFoundError:  # the first lock of this state directory
-            self.root.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self._open(path)
         try:
             _flock(fd, path, timeout)
             try:
@@ -338,6 +428,20 @@ class Locks:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+    def _open(self, path: Path) -> int:
+        flags = os.O_RDWR | os.O_CREAT
+        try:
+            try:
+                fd = open_inside(path, flags, self._state)
+            except FileNotFoundError:  # the first lock of this state directory
+                self.root.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+                fd = open_inside(path, flags, self._state)
+        except OSError as exc:
+            raise StateFailed(os_problem(path, exc)) from None
+        if os.fstat(fd).st_mode & 0o077:  # made by an older version, 0644
+            os.fchmod(fd, FILE_MODE)
+        return fd
 
 
 def _flock(fd: int, path: Path, timeout: float) -> None:
@@ -369,25 +473,50 @@ class TickRecord(Model):
     """The renderRef those inputs gave: a render-cache hit reloads it from the store."""
 
 
+CACHE_FORMAT = 1
+"""The ``format`` of tick records and parse caches: a file of another format (or of no
+format, or another shape) is ignored and rewritten, never misread."""
+
+
+def _cache_body(data: Any, key: str) -> dict[str, Any] | None:
+    """The ``key`` mapping of a ``{"format": CACHE_FORMAT, key: {...}}`` file; None when
+    the file has another format or shape."""
+    if isinstance(data, dict) and data.get("format") == CACHE_FORMAT:
+        body = data.get(key)
+        return body if isinstance(body, dict) else None
+    return None
+
+
 class TickStore:
     """``<state>/ticks.json``: the TickRecord of every Release, read once and written
-    once per tick (:meth:`flush`), merged under a lock with what other processes wrote."""
+    once per tick (:meth:`flush`), merged under a lock with what other processes wrote.
+
+    A hint: a file that cannot be used is one warning, then ignored (and not written
+    for the rest of the instance); another format is ignored and rewritten."""
 
     def __init__(self, state_dir: Path) -> None:
         self.path = Path(state_dir) / "ticks.json"
+        self._state = real_root(state_dir)
         self._locks = Locks(state_dir)
         self._stored: dict[str, Any] | None = None
         self._pending: dict[str, TickRecord] = {}
+        self._unusable = False
 
     def _read(self) -> dict[str, Any]:
         try:
-            data = json.loads(self.path.read_bytes())
-        except FileNotFoundError:
+            data = read_file(self.path, self._state)
+            records = _cache_body(json.loads(data), "records") if data is not None else {}
+        except StateFailed as exc:
+            self._give_up(f"{exc}; ignored")
             return {}
-        except (OSError, ValueError) as exc:
+        except ValueError as exc:
             log.warning("unreadable tick records, ignored: %s", _describe(self.path, exc))
             return {}
-        return data if isinstance(data, dict) else {}
+        return records if records is not None else {}  # another format: rewritten
+
+    def _give_up(self, problem: str) -> None:
+        log.warning("tick records: %s", problem)
+        self._unusable = True
 
     def load(self, release: str) -> TickRecord:
         """The stored record; defaults when missing, or (with a warning) when unreadable."""
@@ -411,13 +540,20 @@ class TickStore:
 
     def flush(self) -> None:
         """Write the saved records. A lost write only makes a Release due once more, so
-        there is no fsync on the hot path."""
-        if not self._pending:
+        there is no fsync on the hot path (and a failure is a warning)."""
+        if not self._pending or self._unusable:
             return
-        with self._locks.state():
-            stored = self._read()
-            stored.update({name: r.dump() for name, r in self._pending.items()})
-            atomic_write(self.path, _json_bytes(stored), durable=False)
+        try:
+            with self._locks.state():
+                stored = self._read()
+                if self._unusable:
+                    return
+                stored.update({name: r.dump() for name, r in self._pending.items()})
+                body = {"format": CACHE_FORMAT, "records": stored}
+                atomic_write(self.path, _json_bytes(body), durable=False, root=self._state)
+        except (OSError, StateFailed) as exc:
+            self._give_up(f"{problem_of(self.path, exc)}; not saved")
+            return
         self._stored = stored
         self._pending.clear()
 
@@ -426,21 +562,35 @@ class ParseCache:
     """``<state>/cache/<name>.json``: parsed documents keyed by where they came from,
     valid while their signature (a git blob id, a file's stat) is unchanged.
 
-    Only a performance cache: a missing, stale or unreadable file means parsing again.
-    It spares a quiet tick the YAML parse of every status, Release and live object.
+    Only a performance cache: a missing, stale, unreadable file or one of another format
+    means parsing again (and rewriting it). It spares a quiet tick the YAML parse of
+    every status, Release and live object. ``root`` is the state directory, by default
+    the folder above the cache's own: a cache whose folder cannot be used (a file, a
+    symlink leading out: :meth:`Stores.open` reports it) is neither read nor written.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, root: Path | None = None) -> None:
         self.path = path
-        self._entries: dict[str, list[Any]] = self._read()
+        self._root = real_root(root if root is not None else path.parent.parent)
+        self._usable = folder_problem(path.parent, self._root) is None
         self._dirty = False
+        self._entries: dict[str, list[Any]] = self._read() if self._usable else {}
 
     def _read(self) -> dict[str, list[Any]]:
         try:
-            data = json.loads(self.path.read_bytes())
-        except (OSError, ValueError):
+            data = read_file(self.path, self._root)
+            if data is None:
+                return {}
+            entries = _cache_body(json.loads(data), "entries")
+        except StateFailed as exc:
+            log.warning("parse cache: %s; not used", exc)
+            self._usable = False
             return {}
-        return data if isinstance(data, dict) else {}
+        except ValueError:
+            entries = None
+        if entries is None:  # another format or shape, or not JSON: rewritten on save
+            self._dirty = True
+        return entries or {}
 
     def get(self, key: str, signature: str) -> Any | None:
         entry = self._entries.get(key)
@@ -453,11 +603,14 @@ class ParseCache:
         self._dirty = True
 
     def save(self) -> None:
-        if not self._dirty:
+        if not self._dirty or not self._usable:
             return
+        body = {"format": CACHE_FORMAT, "entries": self._entries}
         try:
-            text = json.dumps(self._entries, separators=(",", ":"), ensure_ascii=False)
-            atomic_write(self.path, text.encode(), durable=False)
-        except (TypeError, ValueError, OSError) as exc:
+            text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+            atomic_write(self.path, text.encode(), durable=False, root=self._root)
+        except (OSError, StateFailed) as exc:
+            log.warning("parse cache: %s; not saved", problem_of(self.path, exc))
+        except (TypeError, ValueError) as exc:  # not JSON: a bug, not the disk
             log.warning("%s: parse cache not saved: %s", self.path, exc)
         self._dirty = False

@@ -28,6 +28,7 @@ from convoy_batch.store import (
     TickRecord,
     TickStore,
     Writer,
+    open_state,
 )
 
 log = logging.getLogger("convoy_batch")
@@ -62,7 +63,8 @@ class Stores:
 
     @classmethod
     def open(cls, state_dir: Path) -> "Stores":
-        state_dir.mkdir(parents=True, exist_ok=True)
+        """The stores, once the state directory is ready (UsageError when it cannot be)."""
+        open_state(state_dir)
         writer = Writer()
         return cls(
             state_dir=state_dir,

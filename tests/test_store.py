@@ -3,6 +3,7 @@
 import hashlib
 import logging
 import os
+import stat
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -48,12 +49,14 @@ def test_atomic_write_replaces_the_content_and_leaves_no_temp_file(tmp_path: Pat
     assert os.listdir(target.parent) == ["file.json"]
 
 
-def test_atomic_write_keeps_the_mode_of_the_file_it_replaces(tmp_path: Path) -> None:
-    target = tmp_path / "file"
-    target.write_bytes(b"old")
-    target.chmod(0o640)
-    atomic_write(target, b"new")
-    assert target.stat().st_mode & 0o777 == 0o640
+def test_atomic_write_makes_files_0600_and_new_folders_0700(tmp_path: Path) -> None:
+    target = tmp_path / "new" / "file"
+    atomic_write(target, b"first")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert stat.S_IMODE(target.parent.stat().st_mode) == 0o700
+    target.chmod(0o644)  # written by an older version
+    atomic_write(target, b"again")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
 
 
 # --- Writer (background atomic writes) ----------------------------------------------------
@@ -369,7 +372,7 @@ def test_an_unreadable_tick_record_has_the_defaults_and_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = TickStore(tmp_path)
-    store.path.write_text('{"web": {"lastReconcileAt": "yesterday"}}')
+    store.path.write_text('{"format": 1, "records": {"web": {"lastReconcileAt": "yesterday"}}}')
     with caplog.at_level(logging.WARNING, logger="convoy_batch"):
         assert store.load("web") == TickRecord()
     assert "lastReconcileAt" in caplog.text

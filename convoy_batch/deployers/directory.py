@@ -14,15 +14,17 @@ What it does as an API server would:
 - apply keeps the stored ``status`` and the server-owned metadata (generation, uid,
   creationTimestamp, resourceVersion, deletionTimestamp), replaces the rest, and
   increments ``metadata.generation`` (1 on create) when anything but apiVersion, kind,
-  metadata and status changed. Each file is written atomically (temp file, fsync, rename);
-  an unchanged object is not rewritten.
-- every path part is validated, so nothing is ever written outside the root.
+  metadata and status changed. Each file is written atomically (temp file, rename; not
+  fsynced: the directory cluster stands in for a cluster in examples and tests, where a
+  write per object must stay cheap), 0600 (objects may be Secrets); an unchanged object
+  is not rewritten.
+- every path part is validated, and no write or delete follows a symlink leading out
+  of the root, so nothing is ever written outside it. The first write into a folder in a
+  deployer's life (one tick) removes the temp files of writes there that never landed.
 """
 
-import contextlib
-import os
 import re
-import tempfile
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,9 +32,23 @@ from typing import Any
 import yaml
 
 from convoy_batch.deployers.base import Manifest, key_of
-from convoy_batch.errors import ApplyFailed, ClusterUnavailable, DryRunFailed, PruneFailed
+from convoy_batch.errors import (
+    ApplyFailed,
+    ClusterUnavailable,
+    DryRunFailed,
+    PruneFailed,
+    StateFailed,
+)
 from convoy_batch.kinds import group_of, is_cluster_scoped
 from convoy_batch.models import ObjectKey
+from convoy_batch.statefiles import (
+    atomic_write,
+    inside,
+    os_problem,
+    real_root,
+    refuse_link_out,
+    remove_leftovers,
+)
 from convoy_batch.store import ParseCache
 
 CLUSTER_DIR = "_cluster"
@@ -199,21 +215,6 @@ def merged(incoming: Mapping[str, Any], stored: Mapping[str, Any] | None) -> Man
     return body
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        # Replaced atomically, not fsynced: the directory cluster stands in for a
-        # cluster in examples and tests, where a write per object must stay cheap.
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
 def _signature(path: Path) -> str | None:
     """What changes when the file changes: its mtime, size and inode."""
     try:
@@ -252,6 +253,8 @@ class DirectoryDeployer:
 
     def __init__(self, root: Path, cache: ParseCache | None = None) -> None:
         self.root = Path(root)
+        self._real_root = real_root(self.root)
+        self._checked: set[Path] = set()  # folders checked (and cleaned) by this instance
         # Parsed files, checked against the file's stat: the observer's read and the
         # apply's compare parse each file once, an unchanged file is not parsed again on
         # the next tick (``cache``), and an edit by hand is still seen.
@@ -335,23 +338,47 @@ class DirectoryDeployer:
         if new == stored:
             return
         try:
-            _write_atomic(path, dump(new))
-        except OSError as exc:
-            raise ApplyFailed(f"apply {_describe(obj)}: cannot write {path}: {exc}") from exc
-        self._remember(path, new)
+            self.write(path, new)
+        except StateFailed as exc:
+            raise ApplyFailed(f"apply {_describe(obj)}: cannot write {exc}") from exc
         if new.get("kind") == "CustomResourceDefinition":
             self._crd_scopes = None
+
+    def write(self, path: Path, obj: Manifest) -> None:
+        """Store ``obj`` at ``path`` (from :meth:`path_of`); StateFailed (one line naming
+        the path) when it cannot be written or a symlink would lead out of the root."""
+        try:
+            atomic_write(self._writable(path), dump(obj).encode(), durable=False)
+        except OSError as exc:
+            raise StateFailed(os_problem(path, exc)) from None
+        self._remember(path, obj)
+
+    def _writable(self, path: Path) -> Path:
+        """``path``, once neither a folder on its way nor the file itself is a symlink
+        leading out of the root (StateFailed). The first time for a folder, its leftover
+        temp files are removed."""
+        folder = path.parent
+        if folder not in self._checked:
+            if not inside(folder, self._real_root):
+                problem = f"{folder}: a symlink on the way leads out of {self._real_root}"
+                raise StateFailed(problem)
+            remove_leftovers(folder, time.time())  # wall-clock: file ages
+            self._checked.add(folder)
+        refuse_link_out(path, self._real_root)
+        return path
 
     def delete(self, key: ObjectKey) -> bool:
         """Remove the object's file; True when it is gone (also when it was never there)."""
         try:
-            path = self.path_of(key)
-            path.unlink(missing_ok=True)
+            path = self._writable(self.path_of(key))
+            path.unlink(missing_ok=True)  # a symlink is removed, never what it points to
             self._remember(path, None)
         except ValueError as exc:
             raise PruneFailed(f"delete {exc}") from exc
-        except OSError as exc:
+        except StateFailed as exc:
             raise PruneFailed(f"delete {key}: {exc}") from exc
+        except OSError as exc:
+            raise PruneFailed(f"delete {key}: {os_problem(path, exc)}") from exc
         return True
 
     def get(self, key: ObjectKey) -> Manifest | None:

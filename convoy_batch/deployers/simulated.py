@@ -21,9 +21,9 @@ from datetime import datetime
 from typing import Any
 
 from convoy_batch.deployers.base import Manifest, key_of
-from convoy_batch.deployers.directory import DirectoryDeployer, dump
+from convoy_batch.deployers.directory import DirectoryDeployer
+from convoy_batch.errors import ApplyFailed, StateFailed
 from convoy_batch.models import ObjectKey, SimulatedController
-from convoy_batch.store import atomic_write
 from convoy_batch.timefmt import format_time, parse_time
 
 ANNOTATION_SIMULATE = "convoy.dev/simulate"
@@ -132,8 +132,10 @@ class SimulatedDeployer:
         stored = self.inner.get(key)
         status = started_status(stored, self.now) if stored is not None else None
         if stored is not None and status is not None:
-            text = dump({**stored, "status": status})
-            atomic_write(self.inner.path_of(key), text.encode("utf-8"))
+            try:
+                self.inner.write(self.inner.path_of(key), {**stored, "status": status})
+            except StateFailed as exc:
+                raise ApplyFailed(f"apply {key}: cannot write {exc}") from exc
 
     def delete(self, key: ObjectKey) -> bool:
         return self.inner.delete(key)

@@ -64,6 +64,7 @@ ERROR_REASONS = frozenset(
         "DryRunFailed",
         "ApplyFailed",
         "PruneFailed",
+        "StateFailed",
     }
 )
 
