@@ -17,8 +17,10 @@ import os
 from pathlib import Path
 from typing import Literal
 
+from convoy_batch.errors import StateFailed
 from convoy_batch.models import Model, Phase, ReleaseStatus, parse_model
-from convoy_batch.store import atomic_write, check_release_name
+from convoy_batch.statefiles import atomic_write, os_problem, read_file, real_root
+from convoy_batch.store import check_release_name
 
 log = logging.getLogger("convoy_batch")
 
@@ -55,6 +57,7 @@ class IntentStore:
 
     def __init__(self, state_dir: Path) -> None:
         self.root = Path(state_dir) / "intents"
+        self._state = real_root(state_dir)
 
     def path(self, release: str) -> Path:
         return self.root / f"{check_release_name(release)}.json"
@@ -62,7 +65,11 @@ class IntentStore:
     def save(self, intent: Intent) -> None:
         """Write ``intent`` durably (temp file, fsync, rename, fsync of the folder)."""
         data = json.dumps(intent.dump(), separators=(",", ":"), ensure_ascii=False)
-        atomic_write(self.path(intent.release), data.encode())
+        path = self.path(intent.release)
+        try:
+            atomic_write(path, data.encode(), root=self._state)
+        except OSError as exc:
+            raise StateFailed(os_problem(path, exc)) from None
 
     def load(self, release: str) -> Intent | None:
         """The record of ``release``; None when there is none. A record that cannot be
@@ -70,11 +77,11 @@ class IntentStore:
         status (a torn record cannot exist: every write is atomic)."""
         path = self.path(release)
         try:
-            data = json.loads(path.read_bytes())
-            return parse_model(Intent, data, str(path))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
+            raw = read_file(path, self._state)
+            if raw is None:
+                return None
+            return parse_model(Intent, json.loads(raw), str(path))
+        except (OSError, ValueError, StateFailed) as exc:
             log.warning("%s: unreadable write-ahead record, dropped: %s", path, exc)
             self.clear(release)
             return None

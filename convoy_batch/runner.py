@@ -19,6 +19,7 @@ from convoy_batch.errors import (
     InvalidRelease,
     PruneFailed,
     RenderFailed,
+    StateFailed,
     UsageError,
 )
 from convoy_batch.gitops import ReleaseEntry
@@ -62,17 +63,21 @@ def observe_release(tick: Tick, entry: ReleaseEntry) -> ReleaseInventory | None:
     release = entry.release
     if release is None:
         return None
-    inventory = tick.inventory(release.name)
+    try:
+        inventory = tick.inventory(release.name)
+    except StateFailed:
+        return None  # the reconcile reports it, as the Release's error
     if not inventory.entries:
         return inventory
     try:
         deployer = tick.deployer(resolve_cluster(tick, release))
         observed = observe(inventory, deployer, tick.now)
+        if observed != inventory:
+            # Health alone: a write lost to a crash is only observed again.
+            tick.save_inventory(observed, durable=False)
     except ConvoyError as exc:
         log.warning("%s: not observed: %s", release.name, exc)
         return inventory
-    if observed != inventory:
-        tick.save_inventory(observed)
     return observed
 
 
@@ -126,16 +131,17 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
         outcome = Outcome(None, False, InvalidRelease.reason, entry.error or "invalid")
         empty = ReleaseInventory(release=entry.name)
         return sync_handler(tick, entry.name, None, outcome, empty, None)
-    intent = tick.stores.intents.load(release.name)
-    if intent is not None:
-        complete_intent(tick, release, intent)
-    status = tick.status(release.name)
-    inventory = tick.inventory(release.name)
     try:
+        intent = tick.stores.intents.load(release.name)
+        if intent is not None:
+            complete_intent(tick, release, intent)
+        status = tick.status(release.name)
+        inventory = tick.inventory(release.name)
         force_at = pending_force_sync(tick, release, status)
-    except InvalidRelease as exc:
+    except (InvalidRelease, StateFailed) as exc:
         outcome = Outcome(None, False, exc.reason, str(exc))
-        return sync_handler(tick, release.name, release, outcome, inventory, None)
+        empty = ReleaseInventory(release=release.name)
+        return sync_handler(tick, release.name, release, outcome, empty, None)
 
     def write_ahead(step: Step, expected: Outcome, expected_inventory: ReleaseInventory) -> None:
         decided = next_status(tick, release.name, release, expected, expected_inventory, force_at)
@@ -155,7 +161,12 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
         tick, release, status, inventory, force_at is not None, write_ahead
     )
     if new_inventory != inventory:
-        tick.save_inventory(new_inventory)
+        try:
+            tick.save_inventory(new_inventory)
+        except StateFailed as exc:
+            outcome = Outcome(
+                outcome.rollout, outcome.applied, exc.reason, str(exc), outcome.render
+            )
     handled = sync_handler(tick, release.name, release, outcome, new_inventory, force_at)
     rendered = tick.render_keys.get(release.name)
     tick.stores.ticks.save(
@@ -278,6 +289,10 @@ def _handle_locked(tick: Tick, entry: ReleaseEntry) -> "Handled | str":
             return handle_release(tick, entry)
     except LockBusy:
         return "another reconcile holds its lock"
+    except StateFailed as exc:  # its lock file cannot be used
+        outcome = Outcome(None, False, exc.reason, str(exc))
+        empty = ReleaseInventory(release=entry.name)
+        return sync_handler(tick, entry.name, entry.release, outcome, empty, None)
 
 
 def _cluster_of(tick: Tick, entry: ReleaseEntry) -> Cluster | None:

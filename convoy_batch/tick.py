@@ -163,8 +163,8 @@ class Tick:
             self.inventories[name] = self.stores.inventories.load(name)
         return self.inventories[name]
 
-    def save_inventory(self, inventory: ReleaseInventory) -> None:
-        self.stores.inventories.save(inventory)
+    def save_inventory(self, inventory: ReleaseInventory, *, durable: bool = True) -> None:
+        self.stores.inventories.save(inventory, durable=durable)
         self.inventories[inventory.release] = inventory
 
     def memo(self, name: str) -> TickRecord:

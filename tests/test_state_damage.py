@@ -46,8 +46,6 @@ class Damage:
     lines: int
     """Lines on stderr (warnings included), every one naming the path. A Release's error
     is two: the log line when it happens and the summary line at the end."""
-    needs_runner: bool = False
-    """Needs the runner to make an inventory's StateFailed that Release's error (not yet)."""
 
 
 DAMAGES = {
@@ -55,12 +53,10 @@ DAMAGES = {
     "renders-is-a-file": Damage("renders", "a-file", 1, ("api", "web"), 4),
     "renders-leads-out": Damage("renders", "leads-out-folder", 1, ("api", "web"), 4),
     # Inventories: the Release whose inventory it is errors (all of them for the folder).
-    "inventory-file-is-a-folder": Damage("inventory/api.json", "a-folder", 1, ("api",), 2, True),
-    "inventory-file-leads-out": Damage(
-        "inventory/api.json", "leads-out-file", 1, ("api",), 2, True
-    ),
-    "inventory-is-a-file": Damage("inventory", "a-file", 1, ("api", "web"), 4, True),
-    "inventory-leads-out": Damage("inventory", "leads-out-folder", 1, ("api", "web"), 4, True),
+    "inventory-file-is-a-folder": Damage("inventory/api.json", "a-folder", 1, ("api",), 2),
+    "inventory-file-leads-out": Damage("inventory/api.json", "leads-out-file", 1, ("api",), 2),
+    "inventory-is-a-file": Damage("inventory", "a-file", 1, ("api", "web"), 4),
+    "inventory-leads-out": Damage("inventory", "leads-out-folder", 1, ("api", "web"), 4),
     # Hints: a warning, the tick goes on.
     "ticks-json-is-a-folder": Damage("ticks.json", "a-folder", 0, (), 1),
     "ticks-json-leads-out": Damage("ticks.json", "leads-out-file", 0, (), 1),
@@ -71,7 +67,7 @@ DAMAGES = {
     "locks-is-a-file": Damage("locks", "a-file", 2, (), 1),
     "locks-leads-out": Damage("locks", "leads-out-folder", 2, (), 1),
     # A lock file: the tick stops in one line (exit 1) until the runner goes on past it.
-    "lock-file-is-a-folder": Damage("locks/release-api.lock", "a-folder", 1, ("api",), 2, True),
+    "lock-file-is-a-folder": Damage("locks/release-api.lock", "a-folder", 1, ("api",), 2),
 }
 
 
@@ -129,27 +125,13 @@ def damaged(
 def test_damage_gives_one_line_naming_the_path_never_a_traceback(
     damaged: Callable[..., Path], damage: Damage
 ) -> None:
-    # Until the runner makes an inventory's StateFailed the Release's error, the tick
-    # stops at the first Release in one line (still exit 1); how many lines it gives
-    # then is the runner's to pin.
-    damaged(damage, set(range(1, 9)) if damage.needs_runner else None)
+    damaged(damage)
 
 
 RUNS_ON = {k: d for k, d in DAMAGES.items() if d.code != 2}
 
 
-def _params() -> list[object]:
-    runner = pytest.mark.xfail(
-        strict=True,
-        reason="the runner does not yet make an inventory's or a lock's StateFailed an error "
-        "of that Release",
-    )
-    return [
-        pytest.param(d, id=k, marks=[runner] if d.needs_runner else []) for k, d in RUNS_ON.items()
-    ]
-
-
-@pytest.mark.parametrize("damage", _params())
+@pytest.mark.parametrize("damage", RUNS_ON.values(), ids=RUNS_ON.keys())
 def test_releases_the_damage_does_not_concern_go_on(
     scenario: Scenario, damaged: Callable[..., Path], damage: Damage
 ) -> None:
