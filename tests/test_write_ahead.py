@@ -218,3 +218,27 @@ def test_a_status_folder_committed_as_a_symlink_is_refused_in_one_line(
     ]
     assert list(elsewhere.iterdir()) == []
     assert not (s.state / "clusters" / "staging").exists()  # nothing applied either
+
+
+def test_a_quiet_tick_writes_no_record(scenario: Scenario) -> None:
+    s = scenario
+    succeed_first_render(s)
+    intents = s.state / "intents"
+    before = sorted(intents.iterdir()) if intents.exists() else []
+    assert before == []
+    assert s.reconcile("web", minutes=2).code == 0  # re-applies web, decides nothing new
+    assert not intents.exists() or list(intents.iterdir()) == []
+
+
+def test_the_render_a_record_applies_survives_the_render_gc(scenario: Scenario) -> None:
+    s = scenario
+    s.app()
+    assert killed_tick(s, KILL_AFTER_CLUSTER_CHANGE, 0, "web") == 137
+    record = (s.state / "intents" / "web.json").read_text()
+    # Another Release's tick runs the GC while web's record is pending.
+    s.app("api")
+    assert s.reconcile("api", minutes=1).code == 0
+    ref = next(p.stem for p in (s.state / "renders").iterdir() if p.stem in record)
+    assert (s.state / "renders" / f"{ref}.json").exists()
+    assert s.reconcile("web", minutes=2).code == 0
+    assert s.status()["rollout"]["renderRef"] == f"sha256:{ref}"
