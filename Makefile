@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXAMPLE := .convoy/example
 
-.PHONY: run test lint bench clean k8s-testenv
+.PHONY: run test lint bench clean k8s-testenv crash-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,11 +20,15 @@ lint: $(STAMP)
 
 # The Kubernetes tests start their own API server from binaries built once into
 # ~/.cache/convoy-batch/k8s (scripts/k8s-testenv); without them they skip, or fail under CI.
-test: lint k8s-testenv
+test: lint k8s-testenv crash-deps
 	$(BIN)/pytest
 
 k8s-testenv:
 	scripts/k8s-testenv build || echo "k8s-testenv: no test API server; the Kubernetes tests will skip (fail under CI=true)"
+
+# The crash tests (tests/crash) compile a small system-call injector with the C compiler.
+crash-deps:
+	@command -v cc >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq --no-install-recommends gcc libc6-dev; } || echo "crash-deps: no C compiler; the crash tests will skip (fail under CI=true)"
 
 run: $(STAMP)
 	$(BIN)/python scripts/run_example.py $(EXAMPLE)

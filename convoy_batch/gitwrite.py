@@ -3,25 +3,26 @@ one ``git update-ref`` transaction with its old value, and the index and working
 the committed paths moved with it under git's ``index.lock``. Does git and file I/O.
 
 The order of a batch, which keeps a person working in the same checkout safe and lets a
-kill at any point be repaired by the next tick:
+kill at any point be repaired by the next tick (the caller holds
+``<state>/locks/repo.lock`` throughout):
 
-1. a marker (``<state>/locks/git-write.json``, durable) says a write is under way, from
-   which commit; convoy-batch holds ``<state>/locks/repo.lock`` while the marker exists;
-2. ``git fast-import`` writes the commits (its pack fsynced) onto a staging ref; the
-   marker gets the new tip;
-3. ``.git/index.lock`` is taken (gitdb's ``LockedFD``: git's own lock protocol), holding a
-   copy of the index; a person's ``git commit`` now fails with git's own message;
-4. one ``git update-ref --stdin`` transaction moves HEAD (its branch) from the old commit
-   to the new one, refused when it moved, and deletes the staging ref; git writes the
-   reflogs;
-5. ``git checkout <new> -- <paths>`` writes those files and their entries into the locked
-   copy of the index, which is then renamed over the index (the lock let go);
+1. ``.git/index.lock`` is taken (gitdb's ``LockedFD``: git's own lock protocol), holding a
+   copy of the index; from here a person's ``git commit`` fails (or, retried, waits) with
+   git's own message, and cannot move the branch;
+2. a marker (``<state>/locks/git-write.json``, durable) names the paths being written;
+3. ``git fast-import`` writes the commits onto a staging ref, built on HEAD;
+4. ``git checkout <new> -- <paths>`` writes those files and their entries into the locked
+   copy of the index;
+5. one ``git update-ref --stdin`` transaction moves HEAD (its branch) from the old commit
+   to the new one (refused if it moved) and deletes the staging ref; git writes the
+   reflogs; the locked copy is renamed over the index (the lock let go);
 6. the marker is removed.
 
-:meth:`GitWriter.recover` (at the start of every tick, under the repo lock) finds a marker
-left by a killed process: it removes the lock files git left (only convoy-batch can have
-left them while the marker exists, since a person's git cannot take the index lock
-convoy-batch held), and when the branch had already moved, does step 5 again.
+Git's objects, refs and the index are fsynced (``core.fsync``). :meth:`GitWriter.recover`,
+at the start of every tick under the repo lock, finds a marker a killed process left: it
+removes the lock files git left (only convoy-batch can have left them: it held the index
+lock), and puts the marked paths of the index and working tree back as HEAD has them,
+whether or not the branch had moved.
 """
 
 import contextlib
@@ -82,19 +83,22 @@ class GitWriter:
 
     def write(self, changes: Sequence[Change], tries: int = 3) -> list[str]:
         """Commit ``changes`` in order onto HEAD; their commit ids. The caller holds the
-        repo lock. HeadMoved after ``tries`` builds on a branch that kept moving."""
+        repo lock. HeadMoved when the branch moved under the index lock ``tries`` times
+        (only a writer that ignores the index lock can do that)."""
         paths = list(dict.fromkeys(c.path for c in changes))
-        message = f"{BOT_NAME}: {changes[0].message.splitlines()[0]}"
+        first = changes[0].message.splitlines()[0]
+        message = f"{BOT_NAME}: {first}"
         if len(changes) > 1:
-            message = (
-                f"{BOT_NAME}: {len(changes)} commits ({changes[0].message.splitlines()[0]}, ...)"
-            )
+            message = f"{BOT_NAME}: {len(changes)} commits ({first}, ...)"
+        tips: list[str] = []
+
+        def build(old: str | None) -> str:
+            tips[:] = self._fast_import(changes, old)
+            return tips[-1]
+
         for attempt in range(tries):
-            old = self.head()
-            self._mark({"old": old, "new": None, "paths": []})
-            tips = self._fast_import(changes, old)
             try:
-                self.move_branch(old, tips[-1], message, paths, self._checkout_paths)
+                self.move_branch(build, message, paths, self._checkout_paths)
             except HeadMoved:
                 if attempt == tries - 1:
                     raise
@@ -104,18 +108,20 @@ class GitWriter:
 
     def move_branch(
         self,
-        old: str | None,
-        new: str,
+        build: Callable[[str | None], str],
         message: str,
         paths: Sequence[str],
         update: "Callable[[str | None, str, Sequence[str], Mapping[str, str]], None]",
     ) -> None:
-        """Steps 3 to 5: under index.lock, ``update`` the locked copy of the index (and the
-        working tree) for ``paths``, then move the branch from ``old`` to ``new``. On any
-        failure the paths are put back as HEAD has them (:meth:`recover`)."""
-        self._mark({"old": old, "new": new, "paths": list(paths)})
+        """Steps 2 to 5, under index.lock (so a person's ``git commit`` cannot move the
+        branch meanwhile): ``build`` the new commit on HEAD, ``update`` the locked copy of
+        the index (and the working tree) for ``paths``, then move the branch. On any
+        failure the paths are put back as HEAD has them."""
         try:
             with self._index_locked() as index_env:
+                old = self.head()
+                self._mark({"old": old, "paths": list(paths)})
+                new = build(old)
                 if index_env is not None:
                     update(old, new, paths, index_env)
                 transaction = f"update HEAD {new} {old or _ZERO}\ndelete {STAGING_REF}\n"
@@ -173,8 +179,7 @@ class GitWriter:
         if self.work_tree is None:
             yield None
             return
-        lock = LockedFD(str(index))
-        fd = self._take(lock, index)
+        lock, fd = self._take(index)
         try:
             _write_all(fd, index.read_bytes() if index.is_file() else self._empty_index())
             yield {"GIT_INDEX_FILE": f"{index}.lock"}
@@ -191,11 +196,13 @@ class GitWriter:
             self.git("read-tree", "--empty", env={"GIT_INDEX_FILE": str(empty)})
             return empty.read_bytes()
 
-    def _take(self, lock: LockedFD, index: Path) -> int:
+    def _take(self, index: Path) -> tuple[LockedFD, int]:
+        """Take ``index.lock``, waiting a bounded time for another git process to let go."""
         deadline = time.monotonic() + _LOCK_WAIT
         while True:
+            lock = LockedFD(str(index))  # one attempt each: it refuses a second open()
             try:
-                return int(lock.open(write=True))
+                return lock, int(lock.open(write=True))
             except OSError:
                 if time.monotonic() >= deadline:
                     raise GitError(

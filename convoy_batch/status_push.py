@@ -11,7 +11,7 @@ from pathlib import Path
 
 import git
 
-from convoy_batch.gitwrite import BOT_NAME, GitError, GitWriter, scratch_dir
+from convoy_batch.gitwrite import BOT_NAME, GitError, GitWriter, HeadMoved, scratch_dir
 from convoy_batch.store import Locks
 
 STATUS_DIR = "status"
@@ -132,7 +132,13 @@ class Pusher:
         paths = self.git("diff", "--name-only", "-z", old, new, strip=False).split("\0")
         message = f"{BOT_NAME}: rebase onto the remote"
         moved = [p for p in paths if p]
-        self.writer.move_branch(old, new, message, moved, partial(_two_way, self.writer))
+
+        def build(head: str | None) -> str:
+            if head != old:
+                raise HeadMoved("the branch moved while the remote's commits were replayed")
+            return new
+
+        self.writer.move_branch(build, message, moved, partial(_two_way, self.writer))
 
 
 def _two_way(
