@@ -6,10 +6,10 @@ The order of a batch, which keeps a person working in the same checkout safe and
 kill at any point be repaired by the next tick (the caller holds
 ``<state>/locks/repo.lock`` throughout):
 
-1. ``.git/index.lock`` is taken (gitdb's ``LockedFD``: git's own lock protocol), holding a
+1. a marker (``<state>/locks/git-write.json``, durable) names the paths being written;
+2. ``.git/index.lock`` is taken (gitdb's ``LockedFD``: git's own lock protocol), holding a
    copy of the index; from here a person's ``git commit`` fails (or, retried, waits) with
    git's own message, and cannot move the branch;
-2. a marker (``<state>/locks/git-write.json``, durable) names the paths being written;
 3. ``git fast-import`` writes the commits onto a staging ref, built on HEAD;
 4. ``git checkout <new> -- <paths>`` writes those files and their entries into the locked
    copy of the index;
@@ -117,10 +117,12 @@ class GitWriter:
         branch meanwhile): ``build`` the new commit on HEAD, ``update`` the locked copy of
         the index (and the working tree) for ``paths``, then move the branch. On any
         failure the paths are put back as HEAD has them."""
+        # Marked first: a kill between taking a lock and writing the marker would leave a
+        # lock nobody can tell from another git process's.
+        self._mark({"paths": list(paths)})
         try:
             with self._index_locked() as index_env:
                 old = self.head()
-                self._mark({"old": old, "paths": list(paths)})
                 new = build(old)
                 if index_env is not None:
                     update(old, new, paths, index_env)

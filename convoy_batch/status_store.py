@@ -22,7 +22,7 @@ from convoy_batch.gitwrite import Change, GitError, GitWriter
 from convoy_batch.models import ReleaseStatus
 from convoy_batch.status_push import STATUS_DIR, Pusher, PushResult
 from convoy_batch.status_yaml import parse_status, render_status
-from convoy_batch.store import Locks, ParseCache, check_file_name
+from convoy_batch.store import LockBusy, Locks, ParseCache, check_file_name
 
 log = logging.getLogger("convoy_batch")
 
@@ -61,8 +61,10 @@ class StatusStore:
         self._texter: ThreadPoolExecutor | None = None
 
     def recover(self) -> None:
-        """Repair what a convoy-batch process killed while writing git left behind."""
-        with self.locks.repo():
+        """Repair what a convoy-batch process killed while writing git left behind. When
+        another convoy-batch process holds the repo lock, it is alive and writing: there
+        is nothing to repair."""
+        with contextlib.suppress(LockBusy), self.locks.repo(timeout=0):
             self.writer.recover()
 
     # reading
