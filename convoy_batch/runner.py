@@ -58,8 +58,11 @@ class TickReport:
         return self.commit_error is not None or any(h.outcome.is_error for h in self.handled)
 
 
-def observe_release(tick: Tick, entry: ReleaseEntry) -> ReleaseInventory | None:
-    """Refresh the health of one Release's inventory; None when it cannot be observed."""
+def observe_release(
+    tick: Tick, entry: ReleaseEntry, *, save: bool = True
+) -> ReleaseInventory | None:
+    """Refresh the health of one Release's inventory; None when it cannot be observed.
+    ``save=False`` leaves the write to the caller (:meth:`Tick.save_inventory`)."""
     release = entry.release
     if release is None:
         return None
@@ -72,9 +75,9 @@ def observe_release(tick: Tick, entry: ReleaseEntry) -> ReleaseInventory | None:
     try:
         deployer = tick.deployer(resolve_cluster(tick, release))
         observed = observe(inventory, deployer, tick.now)
-        if observed != inventory:
-            # Health alone: a write lost to a crash is only observed again.
-            tick.save_inventory(observed, durable=False)
+        tick.note_inventory(observed)
+        if save:
+            tick.save_inventory(release.name)
     except ConvoyError as exc:
         log.warning("%s: not observed: %s", release.name, exc)
         return inventory
@@ -160,13 +163,11 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
     outcome, new_inventory = reconcile(
         tick, release, status, inventory, force_at is not None, write_ahead
     )
-    if new_inventory != inventory:
-        try:
-            tick.save_inventory(new_inventory)
-        except StateFailed as exc:
-            outcome = Outcome(
-                outcome.rollout, outcome.applied, exc.reason, str(exc), outcome.render
-            )
+    tick.note_inventory(new_inventory)
+    try:
+        tick.save_inventory(release.name)
+    except StateFailed as exc:
+        outcome = Outcome(outcome.rollout, outcome.applied, exc.reason, str(exc), outcome.render)
     handled = sync_handler(tick, release.name, release, outcome, new_inventory, force_at)
     rendered = tick.render_keys.get(release.name)
     tick.stores.ticks.save(
@@ -207,8 +208,8 @@ def complete_intent(tick: Tick, release: Release, intent: Intent) -> None:
     except ConvoyError as exc:
         failure = (exc.reason, str(exc))
     else:
-        if acted.inventory != inventory:
-            tick.save_inventory(acted.inventory)
+        tick.note_inventory(acted.inventory)
+        tick.save_inventory(name)
         failure = (PruneFailed.reason, acted.errors[0]) if acted.errors else None
     log.warning("%s: completing the decision of a killed tick (%s)", name, intent.message)
     if failure is None:
@@ -255,13 +256,15 @@ def _reconcile_due(
         # it) and every Release about to be reconciled (the verdict and lastHealthy).
         inventory = None
         if observe_first and (names or all_releases or _progressing(tick, entry)):
-            inventory = observe_release(tick, entry)
+            inventory = observe_release(tick, entry, save=False)
         if not names and entry.name not in unfinished:
             if not is_due(tick, entry, inventory, all_releases):
                 report.skipped[entry.name] = "not due"
+                if inventory is not None:
+                    _save_observed(tick, entry)
                 continue
             if observe_first and inventory is None:
-                observe_release(tick, entry)
+                observe_release(tick, entry, save=False)
         due.append(entry)
     results: dict[str, Handled | str] = {}
     for group in _by_cluster_wave(tick, due):
@@ -281,6 +284,15 @@ def _reconcile_due(
             report.skipped[entry.name] = result
         else:
             report.handled.append(result)
+
+
+def _save_observed(tick: Tick, entry: ReleaseEntry) -> None:
+    """Write the health observed of a Release that is not reconciled (when it is, its
+    inventory is written once, after the reconcile)."""
+    try:
+        tick.save_inventory(entry.name)
+    except StateFailed as exc:
+        log.warning("%s: health not recorded: %s", entry.name, exc)
 
 
 def _handle_locked(tick: Tick, entry: ReleaseEntry) -> "Handled | str":

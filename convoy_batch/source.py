@@ -100,6 +100,8 @@ class SourceResolver:
         self._snapshots: dict[ListingKey, SourceSnapshot] = {}
         self._texts: dict[str, str] = {}  # blob id -> text: Releases often share files
         self._listings: dict[ListingKey, tuple[SourceListing, _Files]] = {}
+        # (url, ref or pin, path as written) -> its listing's key, resolved once a tick
+        self._resolved: dict[tuple[str | None, str | None, str], ListingKey] = {}
         self._trees = _TreeIndex()
         # Releases may be reconciled on several threads; git's reader processes are not.
         self._lock = threading.RLock()
@@ -121,11 +123,14 @@ class SourceResolver:
 
     def _listing(self, release: Release) -> tuple[ListingKey, tuple[SourceListing, "_Files"]]:
         source = release.spec.source
-        path = normalize_source_path(source.path)
-        repo = self._repo(source.url)
-        commit = self._commit(source.url, repo, release.spec.pin or source.ref)
-        key = (source.url, commit.hexsha, path)
+        asked = (source.url, release.spec.pin or source.ref, source.path)
+        key = self._resolved.get(asked)
+        if key is None:
+            path = normalize_source_path(source.path)
+            commit = self._commit(source.url, self._repo(source.url), asked[1])
+            key = self._resolved[asked] = (source.url, commit.hexsha, path)
         if key not in self._listings:
+            commit, path = self._commit(source.url, self._repo(source.url), asked[1]), key[2]
             files = _list_files(self._trees, commit, path, _describe(source.url, commit))
             digest = hashlib.sha256()
             for name, blob in files:

@@ -115,6 +115,8 @@ class Tick:
     memos: dict[str, TickRecord] = field(default_factory=dict)
     caches: dict[str, ParseCache] = field(default_factory=dict)
     inventories: dict[str, ReleaseInventory] = field(default_factory=dict)
+    stored: dict[str, ReleaseInventory] = field(default_factory=dict)
+    """The inventories as the state directory holds them (read or written this tick)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     """Guards what Releases reconciled on several threads create together."""
     render_keys: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -158,14 +160,25 @@ class Tick:
         self.stores.ticks.flush()
 
     def inventory(self, name: str) -> ReleaseInventory:
-        """The Release's inventory, read once per tick."""
+        """The Release's inventory as this tick knows it (read once per tick)."""
         if name not in self.inventories:
-            self.inventories[name] = self.stores.inventories.load(name)
+            self.inventories[name] = self.stored[name] = self.stores.inventories.load(name)
         return self.inventories[name]
 
-    def save_inventory(self, inventory: ReleaseInventory, *, durable: bool = True) -> None:
-        self.stores.inventories.save(inventory, durable=durable)
+    def note_inventory(self, inventory: ReleaseInventory) -> None:
+        """What the tick now knows of an inventory, written by :meth:`save_inventory`."""
         self.inventories[inventory.release] = inventory
+
+    def save_inventory(self, name: str) -> None:
+        """Write the Release's inventory when it differs from the stored one: durably
+        when its entries changed, without fsync when only their health did (the observer
+        sees that again)."""
+        inventory, stored = self.inventory(name), self.stored.get(name)
+        if inventory == stored:
+            return
+        durable = stored is None or _bookkeeping(inventory) != _bookkeeping(stored)
+        self.stores.inventories.save(inventory, durable=durable)
+        self.stored[name] = inventory
 
     def memo(self, name: str) -> TickRecord:
         """What the state directory remembers of the Release's last reconcile (read once)."""
@@ -187,3 +200,8 @@ class Tick:
                     cluster, self.stores.state_dir, self.now, cache, releases
                 )
             return self.deployers[cluster.name]
+
+
+def _bookkeeping(inventory: ReleaseInventory) -> list[tuple[object, ...]]:
+    """An inventory's entries without their health."""
+    return [(e.key, e.wave, e.applied_render_ref, e.prune) for e in inventory.entries]

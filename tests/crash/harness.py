@@ -478,6 +478,15 @@ def fsck(repo: Path) -> list[str]:
     return []
 
 
+def litter(repo: Path) -> list[str]:
+    """Nothing untracked or ignored in the working tree (a temp file of a status write
+    would be committed by a person's ``git add -A``), and no scratch folder in ``.git``."""
+    proc = git(repo, "status", "--porcelain", "--untracked-files=all", "--ignored")
+    found = [line for line in proc.stdout.splitlines() if line[:2] in ("??", "!!")]
+    found += [p.name for p in (repo / ".git").glob("convoy-batch-*")]
+    return [f"left in the checkout: {short('; '.join(found))}"] if found else []
+
+
 def person_commits(repo: Path) -> list[str]:
     """A person's ``git commit -am x`` after a change to a tracked file that is no status:
     it must succeed and change no status file."""

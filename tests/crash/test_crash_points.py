@@ -29,7 +29,8 @@ At each point: a copy of the world, the tick at minute 13 killed at the point, p
   generation; the rest, ``status`` included, must match); temp files of a killed write
   (dot files) are no objects and are not compared;
 - the render store holds the same blob names, each verifying;
-- the last tick exits as the reference's did; ``git fsck --strict`` is clean;
+- the last tick exits as the reference's did; ``git fsck --strict`` is clean; nothing
+  untracked or ignored is left in the working tree;
 - a person's ``git commit -am x`` (after a change to a tracked file that is no status)
   succeeds and changes no status file.
 
@@ -87,6 +88,7 @@ def crash_case(world: CrashWorld, shim: Path, kind: str, n: int) -> str | None:
                 f" {expected}): {h.last_words(follow[-1].err)}"
             )
         problems += h.fsck(case / "repo")
+        problems += h.litter(case / "repo")
         problems += h.person_commits(case / "repo")
         prefix = f"{case}/"
     if not problems:
