@@ -372,11 +372,11 @@ class InventoryStore:
         skips the fsyncs: for a change of health alone, which the observer sees again."""
         path = self.path(inventory.release)
         self._usable()
-        data = inventory.model_dump(mode="json", by_alias=True)
+        data = inventory.model_dump_json(by_alias=True).encode() + b"\n"  # compact JSON
         # Written before the Release's lock is let go (not in the background): another
         # process reconciling it next must not see its newer inventory overwritten late.
         try:
-            atomic_write(path, _json_bytes(data), durable=durable, root=self._state)
+            atomic_write(path, data, durable=durable, root=self._state)
         except OSError as exc:
             raise StateFailed(os_problem(path, exc)) from None
 
