@@ -13,9 +13,9 @@ import git
 from pydantic import TypeAdapter, ValidationError
 
 from convoy_batch.errors import UsageError
+from convoy_batch.hints import ParseCache
 from convoy_batch.models import Cluster, Model, Name, Release, parse_model
 from convoy_batch.render import load_documents
-from convoy_batch.store import ParseCache
 
 RELEASES_DIR = "releases"
 CLUSTERS_DIR = "clusters"

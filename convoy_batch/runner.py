@@ -23,6 +23,7 @@ from convoy_batch.errors import (
     UsageError,
 )
 from convoy_batch.gitops import ReleaseEntry
+from convoy_batch.hints import TickRecord
 from convoy_batch.intents import Intent, Step
 from convoy_batch.models import Cluster, Release, ReleaseInventory, ReleaseStatus, RolloutState
 from convoy_batch.observer import observe
@@ -38,7 +39,7 @@ from convoy_batch.render import load_render
 from convoy_batch.rollout import Outcome, RenderId, commit_message
 from convoy_batch.stages.act import carry_out
 from convoy_batch.stages.render import resolve_cluster
-from convoy_batch.store import LockBusy, TickRecord
+from convoy_batch.store import LockBusy
 from convoy_batch.tick import Tick
 
 log = logging.getLogger("convoy_batch")

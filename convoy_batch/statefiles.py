@@ -4,6 +4,7 @@
   files are 0600 and new folders 0700 (they may hold Secret data).
 - :func:`read_file`: the bytes of a regular file, refusing a folder, an unreadable file
   or a symlink that leads out of its root.
+- :class:`Writer`: atomic, durable writes on a few background threads (renders).
 - :func:`folder_problem`, :func:`open_state_dir`, :func:`remove_leftovers`: what a tick
   checks when it opens the state directory, and the temp files of writes that never
   landed (a crash between write and rename), removed once they are old.
@@ -18,6 +19,8 @@ import os
 import re
 import stat
 import tempfile
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from convoy_batch.errors import StateFailed
@@ -199,3 +202,75 @@ def open_state_dir(state_dir: Path) -> Path:
     except OSError as exc:
         raise StateFailed(os_problem(state_dir, exc)) from None
     return real_root(state_dir)
+
+
+class Writer:
+    """Atomic, durable writes (``atomic_write``) done on a few background threads, so a
+    caller does not wait for the fsyncs (milliseconds each on many disks). Writes to one
+    path land in order, the newest last; :meth:`pending` serves a write that has not
+    landed yet to the readers of the tick; :meth:`drain` waits for every write and
+    raises the first failure (the end of a tick)."""
+
+    def __init__(self, workers: int = 4) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="convoy-write")
+        self._lock = threading.Lock()
+        self._pending: dict[Path, bytes] = {}
+        self._path_locks: dict[Path, threading.Lock] = {}
+        self._jobs: list[Future[None]] = []
+
+    def write(self, path: Path, data: bytes) -> None:
+        with self._lock:
+            self._pending[path] = data
+            path_lock = self._path_locks.setdefault(path, threading.Lock())
+            try:
+                self._jobs.append(self._pool.submit(self._land, path, path_lock))
+                return
+            except RuntimeError:  # closed: write it here and now
+                del self._pending[path]
+        atomic_write(path, data)
+
+    def pending(self, path: Path) -> bytes | None:
+        """The data of a write to ``path`` that has not landed yet."""
+        with self._lock:
+            return self._pending.get(path)
+
+    def settle(self, path: Path) -> None:
+        """Make the pending write of ``path`` (if any) land now, in the caller."""
+        with self._lock:
+            path_lock = self._path_locks.get(path)
+        if path_lock is None:
+            return
+        with path_lock:
+            data = self.pending(path)
+            if data is not None:
+                atomic_write(path, data)
+                with self._lock:
+                    if self._pending.get(path) is data:
+                        del self._pending[path]
+
+    def drain(self) -> None:
+        """Wait until every write has landed; the first failure is raised (OSError)."""
+        with self._lock:
+            jobs, self._jobs = self._jobs, []
+        errors = [job.exception() for job in jobs]
+        if failed := next(filter(None, errors), None):
+            raise failed
+
+    def close(self) -> None:
+        """:meth:`drain`, then stop the threads (a later write is made in the caller)."""
+        try:
+            self.drain()
+        finally:
+            self._pool.shutdown(wait=True)
+
+    def _land(self, path: Path, path_lock: threading.Lock) -> None:
+        with path_lock:  # one write of a path at a time, each with the newest data
+            data = self.pending(path)
+            if data is None:
+                return  # an earlier job wrote the newest data already
+            try:
+                atomic_write(path, data)
+            finally:
+                with self._lock:
+                    if self._pending.get(path) is data:
+                        del self._pending[path]

@@ -19,10 +19,11 @@ import git
 
 from convoy_batch.errors import UsageError
 from convoy_batch.gitwrite import Change, GitError, GitWriter
+from convoy_batch.hints import ParseCache
 from convoy_batch.models import ReleaseStatus
 from convoy_batch.status_push import STATUS_DIR, Pusher, PushResult
 from convoy_batch.status_yaml import parse_status, render_status
-from convoy_batch.store import LockBusy, Locks, ParseCache, check_file_name
+from convoy_batch.store import LockBusy, Locks, check_file_name
 
 log = logging.getLogger("convoy_batch")
 

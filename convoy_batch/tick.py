@@ -16,20 +16,13 @@ from convoy_batch.deployers.base import Deployer
 from convoy_batch.deployers.directory import DirectoryDeployer
 from convoy_batch.deployers.simulated import SimulatedDeployer
 from convoy_batch.gitops import GitOpsRepo, GitOpsSnapshot
+from convoy_batch.hints import ParseCache, TickRecord, TickStore
 from convoy_batch.intents import IntentStore
 from convoy_batch.models import Cluster, ReleaseInventory, ReleaseStatus
 from convoy_batch.source import SourceResolver
+from convoy_batch.statefiles import Writer
 from convoy_batch.status_store import StatusStore
-from convoy_batch.store import (
-    InventoryStore,
-    Locks,
-    ParseCache,
-    RenderStore,
-    TickRecord,
-    TickStore,
-    Writer,
-    open_state,
-)
+from convoy_batch.store import InventoryStore, Locks, RenderStore, open_state
 
 log = logging.getLogger("convoy_batch")
 

@@ -39,6 +39,7 @@ from convoy_batch.errors import (
     PruneFailed,
     StateFailed,
 )
+from convoy_batch.hints import ParseCache
 from convoy_batch.kinds import group_of, is_cluster_scoped
 from convoy_batch.models import ObjectKey
 from convoy_batch.statefiles import (
@@ -49,7 +50,6 @@ from convoy_batch.statefiles import (
     refuse_link_out,
     remove_leftovers,
 )
-from convoy_batch.store import ParseCache
 
 CLUSTER_DIR = "_cluster"
 CRD_GROUP = "apiextensions.k8s.io"
