@@ -86,7 +86,10 @@ def make_deployer(
 
         return kubernetes.from_cluster(cluster, state_dir, releases)
     path = Path(spec.directory.path) if spec.directory else Path("clusters") / cluster.name
-    directory = DirectoryDeployer(path if path.is_absolute() else state_dir / path, cache)
+    if path.is_absolute():
+        directory = DirectoryDeployer(path, cache)
+    else:  # relative to the state directory, and never written outside it
+        directory = DirectoryDeployer(state_dir / path, cache, within=state_dir)
     if spec.simulate is not None and now is not None:
         return SimulatedDeployer(directory, spec.simulate, now)
     return directory

@@ -46,12 +46,19 @@ class Damage:
     lines: int
     """Lines on stderr (warnings included), every one naming the path. A Release's error
     is two: the log line when it happens and the summary line at the end."""
+    reason: str = "StateFailed"
+    """The error reason of the Releases in ``errored`` (a directory cluster that cannot
+    be written refuses the apply, as a server would)."""
 
 
 DAMAGES = {
     # The render store: every Release that stores a render errors.
     "renders-is-a-file": Damage("renders", "a-file", 1, ("api", "web"), 4),
     "renders-leads-out": Damage("renders", "leads-out-folder", 1, ("api", "web"), 4),
+    # The directory cluster's folder under the state directory.
+    "clusters-leads-out": Damage(
+        "clusters", "leads-out-folder", 1, ("api", "web"), 4, reason="ApplyFailed"
+    ),
     # Inventories: the Release whose inventory it is errors (all of them for the folder).
     "inventory-file-is-a-folder": Damage("inventory/api.json", "a-folder", 1, ("api",), 2),
     "inventory-file-leads-out": Damage("inventory/api.json", "leads-out-file", 1, ("api",), 2),
@@ -139,7 +146,7 @@ def test_releases_the_damage_does_not_concern_go_on(
     for name in ("api", "web"):
         assert scenario.has_status(name), name
         reason = scenario.status(name)["lastAttempted"]["reason"]
-        assert (reason == "StateFailed") == (name in damage.errored), (name, reason)
+        assert (reason == damage.reason) == (name in damage.errored), (name, reason)
 
 
 def test_a_state_directory_that_is_a_file_stops_the_tick_in_one_line(scenario: Scenario) -> None:

@@ -251,9 +251,13 @@ def load(path: Path) -> Manifest | None:
 class DirectoryDeployer:
     """A Deployer over a folder of YAML files (see module doc)."""
 
-    def __init__(self, root: Path, cache: ParseCache | None = None) -> None:
+    def __init__(
+        self, root: Path, cache: ParseCache | None = None, *, within: Path | None = None
+    ) -> None:
+        """``within``: the folder nothing may be written outside of (the state directory,
+        for a root configured relative to it); default the root itself."""
         self.root = Path(root)
-        self._real_root = real_root(self.root)
+        self._real_root = real_root(within if within is not None else self.root)
         self._checked: set[Path] = set()  # folders checked (and cleaned) by this instance
         # Parsed files, checked against the file's stat: the observer's read and the
         # apply's compare parse each file once, an unchanged file is not parsed again on
