@@ -246,3 +246,27 @@ def test_the_render_a_record_applies_survives_the_render_gc(scenario: Scenario) 
     assert (s.state / "renders" / f"{ref}.json").exists()
     assert s.reconcile("web", minutes=2).code == 0
     assert s.status()["rollout"]["renderRef"] == f"sha256:{ref}"
+
+
+def test_a_decision_whose_step_fails_when_completed_is_still_committed(
+    scenario: Scenario,
+) -> None:
+    s = scenario
+    succeed_first_render(s)
+    healthy = s.status()["lastHealthy"]["renderRef"].removeprefix("sha256:")
+    s.app(image="2.0")
+    assert s.reconcile("web", minutes=2).code == 0
+    s.deployment_failed()
+    assert killed_tick(s, KILL_AFTER_CLUSTER_CHANGE, 3, "web") == 137
+    (s.state / "renders" / f"{healthy}.json").unlink()  # the step cannot be done again
+    result = s.reconcile("web", minutes=4)
+    assert result.code == 0, result.err  # RolledBack counts as reconciled
+    status = s.status()
+    assert status["rollout"]["state"] == "RolledBack"  # the decision stands
+    completed, held = s.status_log()[1], s.status_log()[0]
+    assert completed.startswith("web: Progressing -> RolledBack (Unhealthy)")
+    # The same tick then holds the rollback, which cannot apply without the blob either.
+    assert held == "web: RolledBack"
+    assert status["lastAttempted"]["applied"] is False
+    assert "no valid blob for last healthy" in status["lastAttempted"]["message"]
+    assert not (s.state / "intents" / "web.json").exists()
