@@ -6,6 +6,7 @@ reconcile maps them to the outcome reasons of SPEC 4 in one place. Gates and hol
 values, not exceptions.
 """
 
+import re
 from typing import ClassVar
 
 
@@ -15,7 +16,17 @@ class ConvoyError(Exception):
     reason: ClassVar[str] = "Error"
 
     def __init__(self, message: str) -> None:
-        super().__init__(" ".join(message.split()))
+        super().__init__(one_line(message))
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: white space folded, other control characters escaped
+    (``\\x00``), so a message never breaks a line or a terminal."""
+    folded = " ".join(text.split())
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", folded)
 
 
 class InvalidRelease(ConvoyError):

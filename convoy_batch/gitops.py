@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import git
 from pydantic import TypeAdapter, ValidationError
 
-from convoy_batch.errors import UsageError
+from convoy_batch.errors import UsageError, one_line
 from convoy_batch.hints import ParseCache
 from convoy_batch.models import Cluster, Model, Name, Release, parse_model
 from convoy_batch.render import load_documents
@@ -57,6 +57,10 @@ class _Loaded:
     blob: str
     model: Any
     error: str | None
+
+    def __post_init__(self) -> None:
+        if self.error is not None:  # it becomes a status message and a line on stderr
+            object.__setattr__(self, "error", one_line(self.error))
 
 
 class GitOpsRepo:

@@ -131,8 +131,8 @@ def load_documents(text: str, where: str) -> list[Any]:
         mark = exc.problem_mark or exc.context_mark
         line = f"line {mark.line + 1}: " if mark is not None else ""
         raise ValueError(f"{where}: {line}invalid YAML: {exc.problem or exc.context}") from None
-    except (yaml.YAMLError, ValueError) as exc:
-        raise ValueError(f"{where}: invalid YAML: {exc}") from None
+    except (yaml.YAMLError, ValueError) as exc:  # a ReaderError (control characters) too
+        raise ValueError(f"{where}: invalid YAML: {' '.join(str(exc).split())}") from None
 
 
 # --- Step 2: variables -----------------------------------------------------------------

@@ -196,7 +196,9 @@ class SourceResolver:
         if ref is None and url is None:
             return self._head
         try:
-            return repo.commit(REMOTE_HEAD if ref is None else ref)
+            commit = repo.commit(REMOTE_HEAD if ref is None else ref)
+            commit.tree  # noqa: B018 - a full SHA is taken as it is: the object must exist
+            return commit
         except (ODBError, ValueError):
             where = "this repository" if url is None else repr(redact(url))
             what = "has no HEAD" if ref is None else f"has no ref {ref!r}"

@@ -20,6 +20,10 @@ _UNITS = {
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 
 
+MAX_DURATION = timedelta(microseconds=(2**63 - 1) // 1000)
+"""Go's longest duration (int64 nanoseconds, about 2562047h), as Kubernetes parses it."""
+
+
 def parse_duration(text: str | int | timedelta) -> timedelta:
     """Parse a Go duration (``90s``, ``1h30m``, ``0``); negative durations are refused."""
     if isinstance(text, timedelta):
@@ -34,13 +38,18 @@ def parse_duration(text: str | int | timedelta) -> timedelta:
     if s == "0":
         return timedelta(0)
     pos, total = 0, timedelta(0)
-    for m in _PART.finditer(s):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
+    try:
+        for m in _PART.finditer(s):
+            if m.start() != pos:
+                break
+            total += float(m.group(1)) * _UNITS[m.group(2)]
+            pos = m.end()
+    except OverflowError:
+        pos, total = len(s), timedelta.max
     if pos != len(s) or not s:
         raise ValueError(f"not a duration: {text!r} (use Go syntax such as 90s, 5m, 1h30m)")
+    if total > MAX_DURATION:
+        raise ValueError(f"not a duration: {text!r} (longer than Go's longest, 2562047h)")
     return total
 
 

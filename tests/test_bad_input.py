@@ -1,0 +1,62 @@
+"""Bad input stays inside its Release: each malformed Release file sits beside a healthy
+Release; the bad one gets an error status in one line (exit 1, no traceback, control
+characters shown escaped) and the healthy one reconciles as usual."""
+
+import pytest
+
+from tests.scenario import FAILURE_POLICY, Scenario, release_yaml
+
+BAD = {
+    "interval-overflows": (
+        release_yaml("bad", spec_extra="  interval: 99999999999999999999h\n"),
+        "InvalidRelease",
+        "spec.interval",
+    ),
+    "interval-longer-than-go": (
+        release_yaml("bad", spec_extra="  interval: 2562048h\n"),
+        "InvalidRelease",
+        "spec.interval",
+    ),
+    "deadline-overflows": (
+        release_yaml("bad", spec_extra="  failurePolicy: {progressDeadline: 1e400h}\n"),
+        "InvalidRelease",
+        "spec.failurePolicy.progressDeadline",
+    ),
+    "pin-of-zeros": (
+        release_yaml("bad", spec_extra=f'  pin: "{"0" * 40}"\n'),
+        "SourceFailed",
+        "0000000000",
+    ),
+    "pin-unknown": (
+        release_yaml("bad", spec_extra="  pin: no-such-tag\n"),
+        "SourceFailed",
+        "no-such-tag",
+    ),
+    "nul-byte": (
+        release_yaml("bad").replace("cluster: staging", "cluster: stag\0ing"),
+        "InvalidRelease",
+        "releases/bad.yaml",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BAD.values(), ids=BAD.keys())
+def test_a_bad_release_errors_alone_in_one_line(
+    scenario: Scenario, case: tuple[str, str, str]
+) -> None:
+    text, reason, named = case
+    s = scenario
+    s.app("web")
+    s.app("bad", release=text, spec_extra=FAILURE_POLICY)
+    result = s.reconcile(minutes=0)
+    assert result.code == 1, result.err
+    assert "Traceback" not in result.err
+    # The error's line at the end; every other line (the log's) names the Release too.
+    lines = result.err.splitlines()
+    assert all("bad" in ln for ln in lines), result.err
+    summary = [ln for ln in lines if ln.startswith("bad: ")]
+    assert len(summary) == 1, result.err
+    assert summary[0].startswith(f"bad: {reason}: ") and named in summary[0], summary[0]
+    assert all(c.isprintable() for c in result.err.replace("\n", "")), result.err
+    assert s.status("bad")["lastAttempted"]["reason"] == reason
+    assert s.status("web")["rollout"]["state"] == "Progressing"
