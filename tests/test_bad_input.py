@@ -60,3 +60,55 @@ def test_a_bad_release_errors_alone_in_one_line(
     assert all(c.isprintable() for c in result.err.replace("\n", "")), result.err
     assert s.status("bad")["lastAttempted"]["reason"] == reason
     assert s.status("web")["rollout"]["state"] == "Progressing"
+
+
+KUBECONFIGS = {
+    "not-yaml": "apiVersion: v1\nclusters: [\n",
+    "not-a-mapping": "- just\n- a list\n",
+    "no-clusters": "apiVersion: v1\nkind: Config\ncurrent-context: ctx\n",
+    "bad-certificate-data": (
+        "apiVersion: v1\nkind: Config\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1',"
+        " certificate-authority-data: '%%%not base64'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: ctx, context: {cluster: c, user: u}}]\ncurrent-context: ctx\n"
+    ),
+    "exec-plugin-missing": (
+        "apiVersion: v1\nkind: Config\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1beta1,"
+        " command: /nonexistent/convoy-credential-helper}}}]\n"
+        "contexts: [{name: ctx, context: {cluster: c, user: u}}]\ncurrent-context: ctx\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("text", KUBECONFIGS.values(), ids=KUBECONFIGS.keys())
+def test_an_unloadable_kubeconfig_is_cluster_unavailable_in_one_line(
+    scenario: Scenario, text: str
+) -> None:
+    s = scenario
+    kubeconfig = s.state / "prod.kubeconfig"
+    kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+    kubeconfig.write_text(text)
+    s.commit(
+        {
+            "clusters/prod.yaml": "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\n"
+            "metadata: {name: prod}\n"
+            f"spec: {{vars: {{env: prod}}, kubernetes: {{kubeconfig: {kubeconfig}}}}}\n"
+        }
+    )
+    s.app("web")
+    s.app("bad", release=release_yaml("bad").replace("cluster: staging", "cluster: prod"))
+    result = s.reconcile(minutes=0)
+    assert result.code == 1, result.err
+    assert "Traceback" not in result.err
+    summary = [ln for ln in result.err.splitlines() if ln.startswith("bad: ")]
+    assert len(summary) == 1, result.err
+    assert summary[0].startswith("bad: ClusterUnavailable: clusters/prod.yaml: ")
+    # Loading fails on the file, naming it; an exec plugin runs only for a request (this
+    # server cannot be reached).
+    if "exec" not in text:
+        assert f"cannot load kubeconfig {kubeconfig}" in summary[0]
+    assert s.status("bad")["lastAttempted"]["reason"] == "ClusterUnavailable"
+    assert s.status("web")["rollout"]["state"] == "Progressing"

@@ -83,8 +83,9 @@ def load_configuration(target: KubernetesTarget, base: Path, where: str) -> Any:
             client_configuration=configuration,
             persist_config=False,
         )
-    except (k8s_config.ConfigException, OSError, ValueError, TypeError) as exc:
-        # The loader's messages name files and keys, never token values.
+    except Exception as exc:  # any way a user's file fails to load
+        # (bad YAML, missing fields, bad certificate data, a failing exec plugin) is one
+        # line naming the file; the loader's messages name files and keys, never tokens.
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ClusterUnavailable(f"{where}: cannot load kubeconfig {path}: {first_line}") from None
     return configuration
