@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
+from convoy_batch import yamlload
 from convoy_batch.errors import RenderFailed
 from convoy_batch.kinds import group_of, is_cluster_scoped, kind_rank
 from convoy_batch.models import (
@@ -126,11 +127,14 @@ def load_documents(text: str, where: str) -> list[Any]:
     """Every non-empty YAML document of ``text``; a syntax error raises ValueError
     with one line naming ``where`` and the line."""
     try:
-        return [doc for doc in yaml.load_all(text, Loader=ManifestLoader) if doc is not None]
+        docs = yamlload.load_all(text, ManifestLoader, where)
+        return [doc for doc in docs if doc is not None]
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f"line {mark.line + 1}: " if mark is not None else ""
         raise ValueError(f"{where}: {line}invalid YAML: {exc.problem or exc.context}") from None
+    except yamlload.LimitExceeded:
+        raise
     except (yaml.YAMLError, ValueError) as exc:  # a ReaderError (control characters) too
         raise ValueError(f"{where}: invalid YAML: {' '.join(str(exc).split())}") from None
 

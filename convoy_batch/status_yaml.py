@@ -23,6 +23,7 @@ from ruamel.yaml.representer import RoundTripRepresenter
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 from ruamel.yaml.tokens import CommentToken
 
+from convoy_batch import yamlload
 from convoy_batch.models import ReleaseStatus, parse_model
 
 _TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
@@ -48,12 +49,16 @@ _StatusLoader.add_constructor("tag:yaml.org,2002:int", lambda _, node: int(node.
 def parse_status(text: bytes | str, source: str) -> ReleaseStatus:
     """Parse a status file; ValueError with one line naming ``source`` and the field."""
     try:
-        data = yaml.load(text, Loader=_StatusLoader)
+        text = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+        docs = yamlload.load_all(text, _StatusLoader, source)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(exc, "problem", None) or exc
         raise ValueError(f"{source}: not valid YAML: {where}{problem}") from None
+    if len(docs) > 1:
+        raise ValueError(f"{source}: holds {len(docs)} documents; a status is one")
+    data = docs[0] if docs else None
     return ReleaseStatus() if data is None else parse_model(ReleaseStatus, data, source)
 
 

@@ -6,7 +6,20 @@ import pytest
 
 from tests.scenario import FAILURE_POLICY, Scenario, release_yaml
 
+# About 300 bytes that expand to 9**9 (387 million) strings.
+ALIAS_BOMB = "".join(
+    f"{k}: &{k} [{', '.join([f'*{p}' if p else 'x'] * 9)}]\n"
+    for p, k in zip(["", *"abcdefgh"], "abcdefghi", strict=True)
+)
+
 BAD = {
+    "alias-bomb-in-the-release-file": (
+        release_yaml("bad", spec_extra="  vars:\n    bomb: {x: 1}\n").replace(
+            "kind: Release\n", "kind: Release\nx-bomb:\n  " + ALIAS_BOMB.replace("\n", "\n  ")
+        ),
+        "InvalidRelease",
+        "aliases expand it past",
+    ),
     "interval-overflows": (
         release_yaml("bad", spec_extra="  interval: 99999999999999999999h\n"),
         "InvalidRelease",
@@ -111,4 +124,18 @@ def test_an_unloadable_kubeconfig_is_cluster_unavailable_in_one_line(
     if "exec" not in text:
         assert f"cannot load kubeconfig {kubeconfig}" in summary[0]
     assert s.status("bad")["lastAttempted"]["reason"] == "ClusterUnavailable"
+    assert s.status("web")["rollout"]["state"] == "Progressing"
+
+
+def test_an_alias_bomb_in_a_manifest_is_a_render_error_of_its_release_alone(
+    scenario: Scenario,
+) -> None:
+    s = scenario
+    s.app("web")
+    s.app("bad", extra={"bomb.yaml": "apiVersion: v1\nkind: ConfigMap\n" + ALIAS_BOMB})
+    result = s.reconcile(minutes=0)
+    assert result.code == 1, result.err
+    summary = [ln for ln in result.err.splitlines() if ln.startswith("bad: ")]
+    assert len(summary) == 1, result.err
+    assert summary[0].startswith("bad: RenderFailed: apps/bad/bomb.yaml: its aliases expand")
     assert s.status("web")["rollout"]["state"] == "Progressing"

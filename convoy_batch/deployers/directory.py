@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from convoy_batch import yamlload
 from convoy_batch.deployers.base import Manifest, key_of
 from convoy_batch.errors import (
     ApplyFailed,
@@ -240,9 +241,12 @@ def load(path: Path) -> Manifest | None:
     except OSError as exc:
         raise ClusterUnavailable(f"{path}: cannot read: {exc.strerror}") from exc
     try:
-        obj = yaml.load(text, Loader=_Loader)
+        docs = yamlload.load_all(text, _Loader, str(path))
+    except yamlload.LimitExceeded as exc:
+        raise ClusterUnavailable(str(exc)) from exc
     except yaml.YAMLError as exc:
         raise ClusterUnavailable(f"{path}: invalid YAML: {exc}") from exc
+    obj = docs[0] if len(docs) == 1 else None
     if not isinstance(obj, dict):
         raise ClusterUnavailable(f"{path}: not a YAML mapping")
     return obj
