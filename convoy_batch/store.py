@@ -28,6 +28,7 @@ from pathlib import Path
 
 from convoy_batch.errors import StateFailed, UsageError
 from convoy_batch.models import ReleaseInventory, parse_model
+from convoy_batch.names import key_problem
 from convoy_batch.statefiles import (
     DIR_MODE,
     FILE_MODE,
@@ -291,7 +292,7 @@ class InventoryStore:
         if inventory.release != release:
             log.warning("%s: release: holds %r, treated as empty", path, inventory.release)
             return empty
-        return inventory
+        return _valid_entries(inventory, path)
 
     def save(self, inventory: ReleaseInventory, *, durable: bool = True) -> None:
         """Write the inventory (StateFailed when it cannot be written). ``durable=False``
@@ -305,6 +306,20 @@ class InventoryStore:
             atomic_write(path, data, durable=durable, root=self._state)
         except OSError as exc:
             raise StateFailed(os_problem(path, exc)) from None
+
+
+def _valid_entries(inventory: ReleaseInventory, path: Path) -> ReleaseInventory:
+    """The inventory without entries whose identity is no Kubernetes name (it could name
+    a path outside a directory cluster, and no prune of it could ever succeed)."""
+    kept = []
+    for entry in inventory.entries:
+        if problem := key_problem(entry.key):
+            log.warning("%s: entry dropped: %s", path, problem)
+        else:
+            kept.append(entry)
+    if len(kept) == len(inventory.entries):
+        return inventory
+    return ReleaseInventory(release=inventory.release, entries=tuple(kept))
 
 
 class LockBusy(Exception):

@@ -2,6 +2,9 @@
 Release; the bad one gets an error status in one line (exit 1, no traceback, control
 characters shown escaped) and the healthy one reconciles as usual."""
 
+import json
+import logging
+
 import pytest
 
 from tests.scenario import FAILURE_POLICY, Scenario, release_yaml
@@ -139,3 +142,29 @@ def test_an_alias_bomb_in_a_manifest_is_a_render_error_of_its_release_alone(
     assert len(summary) == 1, result.err
     assert summary[0].startswith("bad: RenderFailed: apps/bad/bomb.yaml: its aliases expand")
     assert s.status("web")["rollout"]["state"] == "Progressing"
+
+
+def test_an_inventory_entry_that_escapes_the_cluster_folder_is_dropped_with_a_warning(
+    scenario: Scenario, caplog: pytest.LogCaptureFixture
+) -> None:
+    s = scenario
+    s.app("web")
+    assert s.reconcile(minutes=0).code == 0
+    path = s.state / "inventory" / "web.json"
+    inventory = json.loads(path.read_text())
+    escaping = {
+        "key": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "web", "name": "../../x"},
+        "wave": 0,
+        "appliedRenderRef": inventory["entries"][0]["appliedRenderRef"],
+        "prune": True,
+        "health": None,
+    }
+    inventory["entries"].append(escaping)
+    path.write_text(json.dumps(inventory))
+    with caplog.at_level(logging.WARNING, logger="convoy_batch"):
+        result = s.reconcile("web", minutes=1)
+    assert result.code == 0, result.err
+    warning = [r.getMessage() for r in caplog.records if "entry dropped" in r.getMessage()]
+    assert len(warning) == 1 and "'../../x'" in warning[0], warning
+    assert s.status("web")["lastAttempted"]["reason"] == "Synced"
+    assert "../../x" not in path.read_text()

@@ -43,6 +43,14 @@ from convoy_batch.errors import (
 from convoy_batch.hints import ParseCache
 from convoy_batch.kinds import group_of, is_cluster_scoped
 from convoy_batch.models import ObjectKey
+from convoy_batch.names import (
+    KIND,
+    VERSION,
+    is_label,
+    is_path_segment,
+    is_subdomain,
+    key_problem,
+)
 from convoy_batch.statefiles import (
     atomic_write,
     inside,
@@ -57,12 +65,7 @@ CRD_GROUP = "apiextensions.k8s.io"
 SERVER_OWNED = ("generation", "uid", "creationTimestamp", "resourceVersion", "deletionTimestamp")
 NOT_SPEC = frozenset({"apiVersion", "kind", "metadata", "status"})
 
-_SEGMENT = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_LABEL = re.compile(rf"^{_SEGMENT}$")
-_DNS1123_SUBDOMAIN = re.compile(rf"^{_SEGMENT}(\.{_SEGMENT})*$")
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_KIND = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
-_VERSION = re.compile(r"^[a-z0-9]+$")
 # RBAC objects only need to be valid path segments (e.g. "system:controller:x").
 _PATH_SEGMENT_KINDS = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
 
@@ -89,28 +92,16 @@ class _Dumper(yaml.CSafeDumper):
 # --- names --------------------------------------------------------------------------
 
 
-def _is_subdomain(name: str) -> bool:
-    return len(name) <= 253 and bool(_DNS1123_SUBDOMAIN.match(name))
-
-
-def _is_label(name: str) -> bool:
-    return len(name) <= 63 and bool(_DNS1123_LABEL.match(name))
-
-
-def _is_path_segment(name: str) -> bool:
-    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\%\0")
-
-
 def _name_problem(kind: str, name: str) -> str | None:
     """Why a server would refuse ``name`` for ``kind`` (None: it would not)."""
     if kind in _PATH_SEGMENT_KINDS:
-        ok, rule = _is_path_segment(name), "a valid path segment"
+        ok, rule = is_path_segment(name), "a valid path segment"
     elif kind == "Namespace":
-        ok, rule = _is_label(name), "a DNS-1123 label"
+        ok, rule = is_label(name), "a DNS-1123 label"
     elif kind == "Service":
         ok, rule = len(name) <= 63 and bool(_DNS1035_LABEL.match(name)), "a DNS-1035 label"
     else:
-        ok, rule = _is_subdomain(name), "a DNS-1123 subdomain"
+        ok, rule = is_subdomain(name), "a DNS-1123 subdomain"
     return None if ok else f"metadata.name {name!r} is not {rule}"
 
 
@@ -137,11 +128,11 @@ def _identity_problem(obj: Mapping[str, Any]) -> str | None:
     if not isinstance(api_version, str) or not api_version:
         return "apiVersion is missing"
     group, _, version = api_version.rpartition("/")
-    if not _VERSION.match(version) or (group and not _is_subdomain(group)):
+    if not VERSION.match(version) or (group and not is_subdomain(group)):
         return f"apiVersion {api_version!r} is not valid"
     if not isinstance(kind, str) or not kind:
         return "kind is missing"
-    if not _KIND.match(kind):
+    if not KIND.match(kind):
         return f"kind {kind!r} is not valid"
     if not isinstance(obj.get("metadata"), Mapping):
         return "metadata is missing"
@@ -157,7 +148,7 @@ def _metadata_problem(
         return "metadata.name is missing"
     if problem := _name_problem(kind, name):
         return problem
-    if namespace is not None and (not isinstance(namespace, str) or not _is_label(namespace)):
+    if namespace is not None and (not isinstance(namespace, str) or not is_label(namespace)):
         return f"metadata.namespace {namespace!r} is not a DNS-1123 label"
     scoped = is_cluster_scoped(group_of(obj["apiVersion"]), kind, cluster_scoped)
     if scoped and namespace:
@@ -303,12 +294,8 @@ class DirectoryDeployer:
 
     def _path_of(self, key: ObjectKey) -> Path:
         namespace = key.namespace or CLUSTER_DIR
-        if key.namespace is not None and not _is_label(key.namespace):
-            raise ValueError(f"{key}: namespace {key.namespace!r} is not a DNS-1123 label")
-        if not _KIND.match(key.kind) or (key.group and not _is_subdomain(key.group)):
-            raise ValueError(f"{key}: kind or group is not valid")
-        if not _is_path_segment(key.name):
-            raise ValueError(f"{key}: name {key.name!r} cannot be a file name")
+        if problem := key_problem(key):
+            raise ValueError(problem)
         kind_dir = key.kind.lower() + (f".{key.group}" if key.group else "")
         return self.root / namespace / kind_dir / f"{key.name}.yaml"
 
