@@ -30,15 +30,17 @@ def annotation(obj: Mapping[str, Any] | None, name: str) -> str | None:
 
 
 def covers(desired: Any, live: Any) -> bool:
-    """True when every field of ``desired`` has the same value in ``live`` (the server may
-    add fields and defaults; lists must match element by element)."""
+    """True when applying ``desired`` would change nothing in ``live``: every field of
+    ``desired`` has the same value live (the server may add fields and defaults; lists
+    match element by element). What server-side apply sets nothing for never counts:
+    a null (``creationTimestamp: null``, as kubectl writes manifests) and an empty
+    object or list where the server shows none."""
+    if desired is None:
+        return True
     if isinstance(desired, Mapping):
         if not isinstance(live, Mapping):
-            return False
-        return all(
-            (live.get(k) is None) if v is None else (k in live and covers(v, live[k]))
-            for k, v in desired.items()
-        )
+            return live is None and sets_nothing(desired)
+        return all(covers(v, live[k]) if k in live else sets_nothing(v) for k, v in desired.items())
     if isinstance(desired, list):
         return (
             isinstance(live, list)
@@ -46,6 +48,15 @@ def covers(desired: Any, live: Any) -> bool:
             and all(covers(d, x) for d, x in zip(desired, live, strict=True))
         )
     return bool(desired == live) and isinstance(desired, bool) == isinstance(live, bool)
+
+
+def sets_nothing(value: Any) -> bool:
+    """A null, or an object or list holding only such values (``strategy: {}``)."""
+    if isinstance(value, Mapping):
+        return all(sets_nothing(v) for v in value.values())
+    if isinstance(value, list):
+        return not value
+    return value is None
 
 
 def unchanged(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> bool:

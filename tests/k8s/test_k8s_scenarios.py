@@ -4,7 +4,10 @@ The tests play the kubelet (pod status) and move time only through ``--now``; ea
 test has its own Release names, hence its own namespaces on the shared server.
 """
 
+import re
+import subprocess
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -342,3 +345,63 @@ def test_the_release_selector_names_the_releases_while_it_stays_short() -> None:
     assert kubernetes.release_selector([]) == "convoy.dev/release"
     many = [f"release-{i:05d}" for i in range(1000)]
     assert kubernetes.release_selector(many) == "convoy.dev/release"
+
+
+def run_out(*command: str) -> str:
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout
+
+
+def kubectl_manifests(name: str) -> dict[str, str]:
+    """What ``kubectl create ... --dry-run=client -o yaml`` writes (Debian's kubectl)."""
+    root = Path(__file__).resolve().parents[2]
+    kubectl = run_out(str(root / "scripts" / "k8s-testenv"), "kubectl").splitlines()[-1]
+    commands = {
+        "deployment.yaml": ["deployment", name, "--image=example/app:1.0"],
+        "service.yaml": ["service", "clusterip", name, "--tcp=80:8080"],
+        "configmap.yaml": ["configmap", f"{name}-config", "--from-literal=env=prod"],
+        "secret.yaml": ["secret", "generic", f"{name}-secret", "--from-literal=token=t"],
+    }
+    return {
+        file: run_out(kubectl, "create", *args, "--dry-run=client", "-o", "yaml")
+        for file, args in commands.items()
+    }
+
+
+WRITES = {"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}
+
+
+def server_writes(s: KubeScenario, resources: set[str]) -> int:
+    """The API server's own count of the writes it served (its ``/metrics``) to these
+    resources themselves (no subresource such as a controller's status), dry runs aside."""
+    response = s.kube.api.call_api(
+        "/metrics", "GET", auth_settings=["BearerToken"], _preload_content=False
+    )
+    total = 0
+    for line in response.data.decode().splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0]))
+        if (
+            labels.get("verb") in WRITES
+            and labels.get("resource") in resources
+            and not labels.get("subresource")
+            and not labels.get("dry_run")
+        ):
+            total += int(float(line.rsplit(" ", 1)[1]))
+    return total
+
+
+def test_manifests_as_kubectl_writes_them_give_quiet_ticks_without_writes(
+    kscenario: KubeScenario,
+) -> None:
+    s = kscenario
+    s.app("kcgen", extra=kubectl_manifests("kcgen"))
+    assert s.reconcile("kcgen", minutes=0).code == 0
+    assert s.reconcile("kcgen", minutes=1).code == 0
+    # Secrets aside: the token controller writes some for each new namespace, any time.
+    ours = {"deployments", "services", "configmaps", "namespaces"}
+    before, counts = server_writes(s, ours), dict(kubeapi.COUNTS)
+    assert s.reconcile("kcgen", minutes=2).code == 0
+    assert server_writes(s, ours) == before
+    sent = {k: v - counts.get(k, 0) for k, v in kubeapi.COUNTS.items() if v != counts.get(k, 0)}
+    assert set(sent) <= {"GET"}, sent
