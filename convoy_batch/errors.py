@@ -49,6 +49,12 @@ class ClusterUnavailable(ConvoyError):
     reason = "ClusterUnavailable"
 
 
+class Forbidden(ConvoyError):
+    """The cluster refused the credentials (HTTP 401) or the request (403)."""
+
+    reason = "Forbidden"
+
+
 class DryRunFailed(ConvoyError):
     reason = "DryRunFailed"
 

@@ -26,7 +26,7 @@ import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from convoy_batch.errors import ClusterUnavailable
+from convoy_batch.errors import ClusterUnavailable, Forbidden
 from convoy_batch.models import KubernetesTarget
 
 COUNTS: Counter[str] = Counter()
@@ -165,7 +165,8 @@ class KubeApi:
         body: Any = None,
         content_type: str | None = None,
     ) -> Any:
-        """The decoded JSON answer (Unreachable, ApiError)."""
+        """The decoded JSON answer (Unreachable, ApiError; Forbidden, an outcome of its
+        own, for credentials or a request the server refuses: 401, 403)."""
         url = self._base + path + (f"?{urlencode(query)}" if query else "")
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         dry = bool(query and query.get("dryRun"))
@@ -178,6 +179,9 @@ class KubeApi:
             raise Unreachable(f"{self.host}: {_reason(exc)}") from None
         if response.status in (502, 503, 504):
             raise Unreachable(f"{self.host}: HTTP {response.status} ({method} {path})")
+        if response.status in (401, 403):
+            error = _status_error(response.status, response.data)
+            raise Forbidden(f"{self.where}: {method} {path}: {error}")
         if response.status >= 300:
             raise _status_error(response.status, response.data)
         return json.loads(response.data) if response.data else {}

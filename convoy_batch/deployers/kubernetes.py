@@ -59,7 +59,13 @@ from convoy_batch.deployers.kubediff import (
     shape_problem,
     stages,
 )
-from convoy_batch.errors import ApplyFailed, ClusterUnavailable, DryRunFailed, PruneFailed
+from convoy_batch.errors import (
+    ApplyFailed,
+    ClusterUnavailable,
+    DryRunFailed,
+    Forbidden,
+    PruneFailed,
+)
 from convoy_batch.kinds import group_of
 from convoy_batch.models import (
     ANNOTATION_HOOK,
@@ -167,8 +173,8 @@ class KubernetesDeployer:
                 self._list(resource, None)
                 self._listed.add((api_version, kind, None))
                 return
-            except ApiError as exc:
-                if exc.status != 403 or not resource.namespaced:
+            except Forbidden:  # may list in its namespaces only (RBAC)
+                if not resource.namespaced:
                     raise
                 self._no_cluster_list.add((api_version, kind))
         for namespace in namespaces:
@@ -291,9 +297,7 @@ class KubernetesDeployer:
                     items = listing.get("items") or []
                     self._all_namespaces = True
                     self._namespace_names.update(str(i["metadata"]["name"]) for i in items)
-                except ApiError as exc:
-                    if exc.status != 403:
-                        raise
+                except Forbidden:  # may not list namespaces: each is read alone
                     self._all_namespaces = False
         if self._all_namespaces:
             return name in self._namespace_names

@@ -61,6 +61,7 @@ ERROR_REASONS = frozenset(
         "RenderFailed",
         "ClusterNotFound",
         "ClusterUnavailable",
+        "Forbidden",
         "DryRunFailed",
         "ApplyFailed",
         "PruneFailed",

@@ -8,7 +8,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from convoy_batch.deployers.base import Deployer
-from convoy_batch.errors import ConvoyError
+from convoy_batch.errors import ConvoyError, Forbidden
 from convoy_batch.models import InventoryEntry, ObjectKey, Phase, ReleaseInventory
 from convoy_batch.render import RenderedObject
 
@@ -89,6 +89,8 @@ def prune(
             continue
         try:
             gone = deployer.delete(entry.key)
+        except Forbidden:
+            raise  # an outcome of its own, not a prune to retry
         except ConvoyError as exc:
             errors.append(str(exc))
             gone = False

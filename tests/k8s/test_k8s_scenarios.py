@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client
 
 from convoy_batch.deployers import kubeapi, kubernetes
 from convoy_batch.models import Cluster, ObjectKey
@@ -405,3 +406,41 @@ def test_manifests_as_kubectl_writes_them_give_quiet_ticks_without_writes(
     assert server_writes(s, ours) == before
     sent = {k: v - counts.get(k, 0) for k, v in kubeapi.COUNTS.items() if v != counts.get(k, 0)}
     assert set(sent) <= {"GET"}, sent
+
+
+def test_a_request_the_server_refuses_is_forbidden_naming_verb_kind_and_namespace(
+    kscenario: KubeScenario,
+) -> None:
+    s = kscenario
+    # The limited user may manage namespaces, and nothing else.
+    rbac = client.RbacAuthorizationV1Api(s.kube.api)
+    verbs = ["get", "list", "watch", "create", "patch", "update"]
+    rule = {"apiGroups": [""], "resources": ["namespaces"], "verbs": verbs}
+    rbac.create_cluster_role({"metadata": {"name": "namespaces-only"}, "rules": [rule]})
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": "limited-namespaces-only"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "namespaces-only",
+            },
+            "subjects": [{"kind": "User", "name": "limited"}],
+        }
+    )
+    s.commit({"clusters/staging.yaml": kube_cluster(s.kube.limited_kubeconfig())})
+    s.app("denied")
+    result = s.reconcile("denied", minutes=0)
+    assert result.code == 1, result.err
+    assert "Traceback" not in result.err
+    summary = [ln for ln in result.err.splitlines() if ln.startswith("denied: ")]
+    assert len(summary) == 1, result.err
+    line = summary[0]
+    assert line.startswith("denied: Forbidden: clusters/staging.yaml: "), line
+    assert 'User "limited" cannot' in line and 'resource "configmaps"' in line, line
+    assert 'in the namespace "denied"' in line, line
+    status = s.status("denied")
+    assert status["lastAttempted"]["reason"] == "Forbidden"
+    assert status["lastAttempted"]["applied"] is False
+    # The server's view: no ConfigMap of the Release was created.
+    assert s.configmap("denied", "denied-config") is None

@@ -56,6 +56,14 @@ class KubeEnv:
         self.batch = client.BatchV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
 
+    def limited_kubeconfig(self) -> Path:
+        """A kubeconfig of the same server for a user without any role (RBAC refuses
+        every request but discovery)."""
+        admin, limited = ((self.folder / f).read_text().strip() for f in ("token", "token-limited"))
+        path = self.folder / "kubeconfig-limited"
+        path.write_text(self.kubeconfig.read_text().replace(admin, limited))
+        return path
+
     def script(self, command: str) -> None:
         done = subprocess.run(
             [str(SCRIPT), command, str(self.folder)],
