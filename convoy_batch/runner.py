@@ -205,13 +205,15 @@ def complete_intent(tick: Tick, release: Release, intent: Intent) -> None:
         if blob is None:
             raise RenderFailed(f"render store has no valid blob for {step.render_ref}")
         render = load_render(blob, name, step.revision)
-        acted = carry_out(tick.deployer(cluster), inventory, render, step)
+        acted = carry_out(tick.deployer(cluster), inventory, render, step, tick.recorder(name))
     except ConvoyError as exc:
         failure = (exc.reason, str(exc))
     else:
         tick.note_inventory(acted.inventory)
         tick.save_inventory(name)
         failure = (PruneFailed.reason, acted.errors[0]) if acted.errors else None
+        if acted.failure is not None:
+            failure = (acted.failure.reason, str(acted.failure))
     log.warning("%s: completing the decision of a killed tick (%s)", name, intent.message)
     if failure is None:
         attempt = intent.status.last_attempted

@@ -7,7 +7,7 @@ hands out the stores and one deployer per Cluster. Does I/O (through the stores)
 import logging
 import os
 import threading
-from collections.abc import Collection, Set
+from collections.abc import Callable, Collection, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -164,6 +164,15 @@ class Tick:
     def note_inventory(self, inventory: ReleaseInventory) -> None:
         """What the tick now knows of an inventory, written by :meth:`save_inventory`."""
         self.inventories[inventory.release] = inventory
+
+    def recorder(self, name: str) -> Callable[[ReleaseInventory], None]:
+        """Writes the Release's inventory now (a step's objects before its first apply)."""
+
+        def record(inventory: ReleaseInventory) -> None:
+            self.note_inventory(inventory)
+            self.save_inventory(name)
+
+        return record
 
     def save_inventory(self, name: str) -> None:
         """Write the Release's inventory when it differs from the stored one: durably

@@ -105,14 +105,13 @@ def crd_kinds(objects: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
 
 
 def stages(objects: Sequence[Manifest]) -> list[list[Manifest]]:
-    """Namespaces, then CRDs, then the rest: each stage may run concurrently."""
-    first = [o for o in objects if o.get("kind") == "Namespace"]
-    crds = [o for o in objects if o.get("kind") == "CustomResourceDefinition"]
-    rest = sorted(
-        (o for o in objects if o.get("kind") not in ("Namespace", "CustomResourceDefinition")),
-        key=lambda o: kind_rank(str(o.get("kind"))),
-    )
-    return [stage for stage in (first, crds, rest) if stage]
+    """The objects by kind order (SPEC 3: Namespaces, CRDs, ..., Services, workloads,
+    the rest), one stage per rank: a stage's objects may be sent concurrently, and a
+    stage runs only once every earlier one succeeded."""
+    ranked: dict[int, list[Manifest]] = {}
+    for obj in objects:
+        ranked.setdefault(kind_rank(str(obj.get("kind"))), []).append(obj)
+    return [ranked[rank] for rank in sorted(ranked)]
 
 
 class BatchContext:

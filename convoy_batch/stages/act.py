@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from convoy_batch.deployers.base import Deployer
+from convoy_batch.errors import ConvoyError
 from convoy_batch.intents import Step
 from convoy_batch.models import ObjectKey, ReleaseInventory
 from convoy_batch.render import Render, RenderedObject
@@ -22,12 +23,20 @@ def no_record(_step: Step, _expected: Outcome, _inventory: ReleaseInventory) -> 
     """A :data:`BeforeChange` that records nothing (``plan``, tests)."""
 
 
+Record = Callable[[ReleaseInventory], None]
+"""Writes a Release's inventory (durably) before the step's first request."""
+
+
 @dataclass(frozen=True)
 class Acted:
     inventory: ReleaseInventory
     deleted: tuple[ObjectKey, ...] = ()
     errors: tuple[str, ...] = ()
-    """Prune errors; the apply's errors propagate (nothing is recorded then)."""
+    """Prune errors."""
+    failure: ConvoyError | None = None
+    """The apply's error: the step stopped there (its objects stay in the inventory)."""
+    sent: bool = False
+    """An apply was attempted: an object of the render may be live (SPEC 4 ``applied``)."""
 
 
 def _applied_objects(render: Render, step: Step) -> list[RenderedObject]:
@@ -54,21 +63,32 @@ def expected_inventory(inventory: ReleaseInventory, render: Render, step: Step) 
         return recorded
     keep = {o.key.identity() for o in _kept(render, step)}
     entries = tuple(e for e in recorded.entries if e.key.identity() in keep)
-    return (
-        recorded
-        if entries == recorded.entries
-        else recorded.model_copy(update={"entries": entries})
+    if entries == recorded.entries:
+        return recorded
+    return ReleaseInventory(release=recorded.release, entries=entries)
+
+
+def carry_out(
+    deployer: Deployer, inventory: ReleaseInventory, render: Render, step: Step, record: Record
+) -> Acted:
+    """Apply the step's objects phase by phase, record them, then prune when the step
+    says so. Inventory before apply: every object of the step is in the inventory
+    (``record``) before the first request that may create it, so an apply that fails or
+    is killed half-way leaves nothing that later ticks cannot prune."""
+    present = record_applied(inventory, _kept(render, step), (), render.ref)
+    if present != inventory:
+        record(present)
+    batches = (
+        [_applied_objects(render, step)]
+        if step.phases is None
+        else [render.by_phase(phase) for phase in step.phases]
     )
-
-
-def carry_out(deployer: Deployer, inventory: ReleaseInventory, render: Render, step: Step) -> Acted:
-    """Apply the step's objects phase by phase (a ConvoyError from the apply propagates),
-    record them, then prune when the step says so."""
-    if step.phases is None:
-        deployer.apply([o.manifest for o in _applied_objects(render, step)])
-    else:
-        for phase in step.phases:
-            deployer.apply([o.manifest for o in render.by_phase(phase)])
+    for objects in batches:
+        try:
+            deployer.apply([o.manifest for o in objects])
+        except ConvoyError as exc:
+            # Even a failed apply may have created some of its objects before it stopped.
+            return Acted(present, failure=exc, sent=True)
     recorded = _record(inventory, render, step)
     if not step.prune:
         return Acted(recorded)

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from convoy_batch.deployers.base import Deployer
-from convoy_batch.errors import ConvoyError
 from convoy_batch.intents import Step
 from convoy_batch.models import Release, ReleaseInventory, ReleaseStatus
 from convoy_batch.render import load_render
@@ -59,11 +58,11 @@ def apply_last_healthy(
     )
     tick.stores.renders.settle(render.ref)  # what the record points at is durable first
     before_change(step, expected(rendered), expected_inventory(inventory, render, step))
-    try:
-        acted = carry_out(deployer, inventory, render, step)
-    except ConvoyError as exc:
-        log.warning("%s: rollback apply failed: %s", release.name, exc)
-        return LastHealthyResult(False, None, inventory, f"rollback failed: {exc}")
+    acted = carry_out(deployer, inventory, render, step, tick.recorder(release.name))
+    if acted.failure is not None:
+        log.warning("%s: rollback apply failed: %s", release.name, acted.failure)
+        message = f"rollback failed: {acted.failure}"
+        return LastHealthyResult(False, None, acted.inventory, message)
     if acted.errors:
         log.warning("%s: rollback prune failed: %s", release.name, acted.errors[0])
         return LastHealthyResult(

@@ -116,7 +116,12 @@ def stage_sync(
     if step.phases or step.prune:  # the step changes the cluster: record it first
         tick.stores.renders.settle(render.ref)  # what the record points at is durable first
         before_change(step, expected, expected_inventory(inventory, render, step))
-    acted = carry_out(deployer, inventory, render, step)
+    acted = carry_out(deployer, inventory, render, step, tick.recorder(release.name))
+    if acted.failure is not None:
+        failure = acted.failure
+        return SyncResult(
+            Outcome(rollout, acted.sent, failure.reason, str(failure), rid), acted.inventory
+        )
     if acted.errors:
         return SyncResult(outcome(REASON_PRUNE_FAILED, acted.errors[0]), acted.inventory)
     if acted.deleted:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from convoy_batch.deployers import kubeapi, kubernetes
 from convoy_batch.models import Cluster, ObjectKey
@@ -444,3 +445,46 @@ def test_a_request_the_server_refuses_is_forbidden_naming_verb_kind_and_namespac
     assert status["lastAttempted"]["applied"] is False
     # The server's view: no ConfigMap of the Release was created.
     assert s.configmap("denied", "denied-config") is None
+
+
+SERVICE = """\
+apiVersion: v1
+kind: Service
+metadata: {name: ${release}}
+spec:
+  selector: {app: ${release}}
+  ports: [{port: PORT, targetPort: 8080, protocol: TCP}]
+"""
+EXTRA_CONFIG = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${release}-extra}\ndata: {a: b}\n"
+
+
+def test_objects_of_a_failed_first_apply_are_in_the_inventory_and_pruned_later(
+    kscenario: KubeScenario,
+) -> None:
+    """A first rollout into a namespace the render creates (so nothing namespaced can be
+    dry-run) with a Service the server refuses: what went live before it stays known, the
+    kind order holds (no Deployment), and once fixed, what left the render is pruned."""
+    s = kscenario
+    s.app(
+        "orphan", extra={"service.yaml": SERVICE.replace("PORT", "70000"), "x.yaml": EXTRA_CONFIG}
+    )
+    result = s.reconcile("orphan", minutes=0)
+    assert result.code == 1, result.err
+    status = s.status("orphan")
+    assert status["lastAttempted"]["reason"] == "ApplyFailed"
+    assert status["lastAttempted"]["applied"] is True
+    # The server's view: ConfigMaps (before Services in the kind order) are live, the
+    # Deployment (after them) is not.
+    assert s.configmap("orphan", "orphan-extra") is not None
+    with pytest.raises(ApiException) as missing:
+        s.deployment("orphan")
+    assert missing.value.status == 404
+
+    s.commit(
+        {"apps/orphan/service.yaml": SERVICE.replace("PORT", "80"), "apps/orphan/x.yaml": None}
+    )
+    result = s.reconcile("orphan", minutes=1)
+    assert result.code == 0, result.err
+    assert s.status("orphan")["lastAttempted"]["reason"] == "Synced"
+    eventually(lambda: s.configmap("orphan", "orphan-extra") is None, "the pruned ConfigMap gone")
+    assert s.deployment("orphan") is not None
