@@ -238,7 +238,7 @@ def select(tick: Tick, names: Sequence[str]) -> list[ReleaseEntry]:
     return [releases[n] for n in names] if names else [releases[n] for n in sorted(releases)]
 
 
-PARALLEL_RELEASES = 16
+PARALLEL_RELEASES = 32
 """Releases of one cluster wave on Kubernetes reconciled at once: their time is mostly
 waiting for the API server."""
 

@@ -36,7 +36,7 @@ WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 TIMEOUT = urllib3.Timeout(connect=5.0, read=60.0)
 # Connection failures are retried briefly; a request that reached the server is not.
 RETRIES = urllib3.Retry(total=2, connect=2, read=0, status=0, redirect=0, backoff_factor=0.2)
-POOL_SIZE = 16
+POOL_SIZE = 32
 """Connections kept open to one API server (requests in flight at once, at most)."""
 
 
