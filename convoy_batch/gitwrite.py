@@ -15,7 +15,7 @@ kill at any point be repaired by the next tick (the caller holds
    copy of the index;
 5. one ``git update-ref --stdin`` transaction moves HEAD (its branch) from the old commit
    to the new one (refused if it moved) and deletes the staging ref; git writes the
-   reflogs; the locked copy is renamed over the index (the lock let go);
+   ref logs; the locked copy is renamed over the index (the lock let go);
 6. the marker is removed.
 
 Git's objects, refs and the index are fsynced (``core.fsync``). :meth:`GitWriter.recover`,
