@@ -96,15 +96,12 @@ class GitWriter:
             tips[:] = self._fast_import(changes, old)
             return tips[-1]
 
-        for attempt in range(tries):
-            try:
+        for _ in range(tries - 1):
+            with contextlib.suppress(HeadMoved):
                 self.move_branch(build, message, paths, self._checkout_paths)
-            except HeadMoved:
-                if attempt == tries - 1:
-                    raise
-                continue
-            return tips
-        raise AssertionError("unreachable")
+                return tips
+        self.move_branch(build, message, paths, self._checkout_paths)
+        return tips
 
     def move_branch(
         self,

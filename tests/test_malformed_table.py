@@ -5,7 +5,11 @@ Releases, reconciled in one tick. Every bad Release gets an error status of the 
 reason in one line naming what is wrong, the tick exits 1 without a traceback, and the
 healthy Releases reconcile as if the bad ones were not there."""
 
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -437,15 +441,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Scenario, Any]:
         for rel, text in case.files or (("configmap.yaml", CONFIGMAP),):
             files[f"apps/{key}/{rel}"] = text
     s.commit(files, "healthy and malformed Releases")
-    import subprocess
-    import sys
-    from pathlib import Path
-
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run(
         [sys.executable, "-m", "convoy_batch.cli", "--repo", str(s.root), "--state",
          str(s.state), "reconcile", "--all", "--now", "2026-11-29T12:00:00Z"],
-        capture_output=True, text=True, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)},
         timeout=300,
     )  # fmt: skip
     return s, done
