@@ -55,6 +55,12 @@ class Forbidden(ConvoyError):
     reason = "Forbidden"
 
 
+class OwnershipConflict(ConvoyError):
+    """An object of the render belongs to a Release earlier in repository order."""
+
+    reason = "OwnershipConflict"
+
+
 class DryRunFailed(ConvoyError):
     reason = "DryRunFailed"
 

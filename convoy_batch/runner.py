@@ -38,7 +38,7 @@ from convoy_batch.reconcile import (
 from convoy_batch.render import load_render
 from convoy_batch.rollout import Outcome, RenderId, commit_message
 from convoy_batch.stages.act import carry_out
-from convoy_batch.stages.render import resolve_cluster
+from convoy_batch.stages.render import resolve_cluster, stage_render
 from convoy_batch.store import LockBusy
 from convoy_batch.tick import Tick
 
@@ -205,7 +205,9 @@ def complete_intent(tick: Tick, release: Release, intent: Intent) -> None:
         if blob is None:
             raise RenderFailed(f"render store has no valid blob for {step.render_ref}")
         render = load_render(blob, name, step.revision)
-        acted = carry_out(tick.deployer(cluster), inventory, render, step, tick.recorder(name))
+        deployer = tick.deployer(cluster)
+        record, claimants = tick.recorder(name), tick.claimants(name)
+        acted = carry_out(deployer, inventory, render, step, record, claimants)
     except ConvoyError as exc:
         failure = (exc.reason, str(exc))
     else:
@@ -276,6 +278,7 @@ def _reconcile_due(
         for entry in group:
             if entry not in remote:
                 results[entry.name] = _handle_locked(tick, entry)
+        _render_in_order(tick, remote)
         with ThreadPoolExecutor(PARALLEL_RELEASES, thread_name_prefix="convoy") as pool:
             for entry, result in zip(
                 remote, pool.map(partial(_handle_locked, tick), remote), strict=True
@@ -287,6 +290,19 @@ def _reconcile_due(
             report.skipped[entry.name] = result
         else:
             report.handled.append(result)
+
+
+def _render_in_order(tick: Tick, entries: Sequence[ReleaseEntry]) -> None:
+    """Render the Releases one by one in repository order before they are reconciled side
+    by side, so which Release owns an object shared by two renders does not depend on
+    which thread comes first (rendering is CPU-bound: nothing is lost). A render that
+    fails fails again, and is reported, when its Release is reconciled."""
+    for entry in entries:
+        if entry.release is not None:
+            try:
+                stage_render(tick, entry.release)
+            except ConvoyError:
+                continue
 
 
 def _save_observed(tick: Tick, entry: ReleaseEntry) -> None:

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable, Collection, Set
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 from convoy_batch.deployers.base import Deployer
@@ -18,7 +19,8 @@ from convoy_batch.deployers.simulated import SimulatedDeployer
 from convoy_batch.gitops import GitOpsRepo, GitOpsSnapshot
 from convoy_batch.hints import ParseCache, TickRecord, TickStore
 from convoy_batch.intents import IntentStore
-from convoy_batch.models import Cluster, ReleaseInventory, ReleaseStatus
+from convoy_batch.models import Cluster, ObjectKey, ReleaseInventory, ReleaseStatus
+from convoy_batch.ownership import Ownership
 from convoy_batch.source import SourceResolver
 from convoy_batch.statefiles import Writer
 from convoy_batch.status_store import StatusStore
@@ -117,6 +119,10 @@ class Tick:
     """Guards what Releases reconciled on several threads create together."""
     render_keys: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Release -> (fingerprint of the render's inputs, renderRef) of this tick's render."""
+    rendered: dict[str, object] = field(default_factory=dict)
+    """Release -> its ``stages.render.Rendered`` of this tick (made once a tick)."""
+    ownership: Ownership | None = None
+    """See :meth:`owners`."""
 
     @classmethod
     def open(
@@ -164,6 +170,23 @@ class Tick:
     def note_inventory(self, inventory: ReleaseInventory) -> None:
         """What the tick now knows of an inventory, written by :meth:`save_inventory`."""
         self.inventories[inventory.release] = inventory
+        self.owners().note_inventory(inventory)
+
+    def claimants(self, name: str) -> Callable[[ObjectKey], Collection[str]]:
+        """The other Releases that claim an object of Release ``name`` (for prune)."""
+        return partial(self.owners().claimants, name)
+
+    def owners(self) -> Ownership:
+        """Which Release each object belongs to (made on first use)."""
+        with self.lock:
+            if self.ownership is None:
+                releases = [e.release for e in self.snapshot.releases.values() if e.release]
+                self.ownership = Ownership(
+                    [r.name for r in releases],
+                    {r.name: r.spec.cluster for r in releases},
+                    self.inventory,
+                )
+            return self.ownership
 
     def recorder(self, name: str) -> Callable[[ReleaseInventory], None]:
         """Writes the Release's inventory now (a step's objects before its first apply)."""

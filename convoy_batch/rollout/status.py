@@ -62,6 +62,7 @@ ERROR_REASONS = frozenset(
         "ClusterNotFound",
         "ClusterUnavailable",
         "Forbidden",
+        "OwnershipConflict",
         "DryRunFailed",
         "ApplyFailed",
         "PruneFailed",

@@ -12,7 +12,7 @@ from convoy_batch.intents import Step
 from convoy_batch.models import ObjectKey, ReleaseInventory
 from convoy_batch.render import Render, RenderedObject
 from convoy_batch.rollout import Outcome
-from convoy_batch.stages.inventory import prune, record_applied
+from convoy_batch.stages.inventory import Claimants, no_claimants, prune, record_applied
 
 BeforeChange = Callable[[Step, Outcome, ReleaseInventory], None]
 """Called with the step, the outcome and the inventory it gives when it succeeds, right
@@ -69,12 +69,18 @@ def expected_inventory(inventory: ReleaseInventory, render: Render, step: Step) 
 
 
 def carry_out(
-    deployer: Deployer, inventory: ReleaseInventory, render: Render, step: Step, record: Record
+    deployer: Deployer,
+    inventory: ReleaseInventory,
+    render: Render,
+    step: Step,
+    record: Record,
+    claimants: Claimants = no_claimants,
 ) -> Acted:
     """Apply the step's objects phase by phase, record them, then prune when the step
-    says so. Inventory before apply: every object of the step is in the inventory
-    (``record``) before the first request that may create it, so an apply that fails or
-    is killed half-way leaves nothing that later ticks cannot prune."""
+    says so (sparing what ``claimants`` shows another Release owns). Inventory before
+    apply: every object of the step is in the inventory (``record``) before the first
+    request that may create it, so an apply that fails or is killed half-way leaves
+    nothing that later ticks cannot prune."""
     present = record_applied(inventory, _kept(render, step), (), render.ref)
     if present != inventory:
         record(present)
@@ -93,5 +99,5 @@ def carry_out(
     if not step.prune:
         return Acted(recorded)
     keep = (o.key.identity() for o in _kept(render, step))
-    pruned = prune(deployer, recorded, keep, step.prune_enabled)
+    pruned = prune(deployer, recorded, keep, step.prune_enabled, claimants)
     return Acted(pruned.inventory, pruned.deleted, pruned.errors)

@@ -4,16 +4,28 @@ the deployer it is given.
 """
 
 import logging
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.errors import ConvoyError, Forbidden
-from convoy_batch.models import InventoryEntry, ObjectKey, Phase, ReleaseInventory
+from convoy_batch.models import (
+    LABEL_RELEASE,
+    InventoryEntry,
+    ObjectKey,
+    Phase,
+    ReleaseInventory,
+)
 from convoy_batch.render import RenderedObject
 
 log = logging.getLogger("convoy_batch")
 Identity = tuple[str, str, str, str]
+Claimants = Callable[[ObjectKey], Collection[str]]
+"""The other Releases that claim an object (render or inventory it): see ownership.py."""
+
+
+def no_claimants(_key: ObjectKey) -> Collection[str]:
+    return ()
 
 
 def record_applied(
@@ -75,10 +87,13 @@ def prune(
     inventory: ReleaseInventory,
     keep: Iterable[Identity],
     enabled: bool,
+    claimants: Claimants = no_claimants,
 ) -> PruneResult:
     """Delete what the inventory holds and the render lacks, highest wave first. Objects
     kept by ``prune: false`` or the per-object annotation leave the inventory; a delete
-    that is not confirmed stays in it, to be retried."""
+    that is not confirmed stays in it, to be retried. A live object whose release label
+    names another Release that claims it is that Release's: it leaves the inventory,
+    undeleted."""
     wanted = set(keep)
     left = [e for e in inventory.entries if e.key.identity() not in wanted]
     remaining = [e for e in inventory.entries if e.key.identity() in wanted]
@@ -88,6 +103,9 @@ def prune(
         if not enabled or not entry.prune:
             continue
         try:
+            if owner := _other_owner(deployer, entry.key, claimants(entry.key)):
+                log.info("%s: not pruned: it belongs to Release %s", entry.key, owner)
+                continue
             gone = deployer.delete(entry.key)
         except Forbidden:
             raise  # an outcome of its own, not a prune to retry
@@ -100,3 +118,13 @@ def prune(
             remaining.append(entry)
     result = ReleaseInventory(release=inventory.release, entries=tuple(remaining))
     return PruneResult(result, tuple(deleted), tuple(errors))
+
+
+def _other_owner(deployer: Deployer, key: ObjectKey, others: Collection[str]) -> str | None:
+    """The Release of ``others`` that the live object's release label names, if any."""
+    if not others:
+        return None
+    live = deployer.get(key)
+    labels = ((live or {}).get("metadata") or {}).get("labels") or {}
+    owner = labels.get(LABEL_RELEASE)
+    return str(owner) if owner in others else None

@@ -58,7 +58,9 @@ def apply_last_healthy(
     )
     tick.stores.renders.settle(render.ref)  # what the record points at is durable first
     before_change(step, expected(rendered), expected_inventory(inventory, render, step))
-    acted = carry_out(deployer, inventory, render, step, tick.recorder(release.name))
+    acted = carry_out(
+        deployer, inventory, render, step, tick.recorder(release.name), tick.claimants(release.name)
+    )
     if acted.failure is not None:
         log.warning("%s: rollback apply failed: %s", release.name, acted.failure)
         message = f"rollback failed: {acted.failure}"

@@ -41,7 +41,12 @@ def render_key(fingerprint: str, release: Release, cluster: Cluster) -> str:
 
 def stage_render(tick: Tick, release: Release) -> Rendered:
     """Render R, or reload it from the render store when none of its inputs changed
-    since the last reconcile (the blob is verified; a bad one means a fresh render)."""
+    since the last reconcile (the blob is verified; a bad one means a fresh render).
+    Once a tick: a second call returns the first one's render (the snapshot is fixed)."""
+    with tick.lock:
+        done = tick.rendered.get(release.name)
+    if isinstance(done, Rendered):
+        return done
     cluster = resolve_cluster(tick, release)
     listing = tick.sources.listing(release)
     key = render_key(listing.fingerprint, release, cluster)
@@ -54,4 +59,8 @@ def stage_render(tick: Tick, release: Release) -> Rendered:
     else:
         made = render(tick.sources.fetch(release), release, cluster)
     tick.render_keys[release.name] = (key, made.ref)
-    return Rendered(cluster=cluster, render=made)
+    tick.owners().note_render(release.name, (o.key for o in made.objects))
+    rendered = Rendered(cluster=cluster, render=made)
+    with tick.lock:
+        tick.rendered[release.name] = rendered
+    return rendered

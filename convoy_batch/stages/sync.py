@@ -56,6 +56,7 @@ def stage_sync(
     before_change: BeforeChange = no_record,
 ) -> SyncResult:
     rid = RenderId(ref=render.ref, revision=render.revision)
+    tick.owners().check(release.name, (o.key for o in render.objects))
     deployer.dry_run([o.manifest for o in render.objects])
     tick.stores.renders.put(render.ref, render.canonical)
     waves = plan_waves(
@@ -116,7 +117,9 @@ def stage_sync(
     if step.phases or step.prune:  # the step changes the cluster: record it first
         tick.stores.renders.settle(render.ref)  # what the record points at is durable first
         before_change(step, expected, expected_inventory(inventory, render, step))
-    acted = carry_out(deployer, inventory, render, step, tick.recorder(release.name))
+    acted = carry_out(
+        deployer, inventory, render, step, tick.recorder(release.name), tick.claimants(release.name)
+    )
     if acted.failure is not None:
         failure = acted.failure
         return SyncResult(
