@@ -91,7 +91,7 @@ def outcome_metadata(handled: Handled) -> dict[str, Any]:
     rollout = handled.status.rollout
     return {
         "state": rollout.state.value if rollout else None,
-        "reason": outcome.reason,
+        "reason": outcome.reason.value,
         "message": outcome.message,
         "renderRef": outcome.render.ref if outcome.render else None,
         "revision": outcome.render.revision if outcome.render else None,

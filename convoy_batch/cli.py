@@ -68,7 +68,7 @@ def _report_rows(report: TickReport) -> list[dict[str, Any]]:
             {
                 "name": h.name,
                 "state": h.status.rollout.state.value if h.status.rollout else None,
-                "reason": o.reason,
+                "reason": o.reason.value,
                 "message": o.message,
                 "applied": o.applied,
                 "renderRef": o.render.ref if o.render else None,

@@ -2,18 +2,21 @@
 outcome reason.
 
 Each carries a one-line message that says what and where (file, object, field); the
-reconcile maps them to the outcome reasons of SPEC 4 in one place. Gates and holds are
-values, not exceptions.
+reconcile maps them to the outcome reasons of SPEC 4 (:class:`~convoy_batch.reasons.Reason`)
+in one place. Gates and holds are values, not exceptions.
 """
 
 import re
 from typing import ClassVar
 
+from convoy_batch.reasons import Reason
+
 
 class ConvoyError(Exception):
-    """Base: ``reason`` is the outcome reason, ``str(err)`` the one-line message."""
+    """Base: ``reason`` is the outcome reason (set by every subclass, one each),
+    ``str(err)`` the one-line message."""
 
-    reason: ClassVar[str] = "Error"
+    reason: ClassVar[Reason]
 
     def __init__(self, message: str) -> None:
         super().__init__(one_line(message))
@@ -30,54 +33,54 @@ def one_line(text: str) -> str:
 
 
 class InvalidRelease(ConvoyError):
-    reason = "InvalidRelease"
+    reason = Reason.INVALID_RELEASE
 
 
 class SourceFailed(ConvoyError):
-    reason = "SourceFailed"
+    reason = Reason.SOURCE_FAILED
 
 
 class RenderFailed(ConvoyError):
-    reason = "RenderFailed"
+    reason = Reason.RENDER_FAILED
 
 
 class ClusterNotFound(ConvoyError):
-    reason = "ClusterNotFound"
+    reason = Reason.CLUSTER_NOT_FOUND
 
 
 class ClusterUnavailable(ConvoyError):
-    reason = "ClusterUnavailable"
+    reason = Reason.CLUSTER_UNAVAILABLE
 
 
 class Forbidden(ConvoyError):
     """The cluster refused the credentials (HTTP 401) or the request (403)."""
 
-    reason = "Forbidden"
+    reason = Reason.FORBIDDEN
 
 
 class OwnershipConflict(ConvoyError):
     """An object of the render belongs to a Release earlier in repository order."""
 
-    reason = "OwnershipConflict"
+    reason = Reason.OWNERSHIP_CONFLICT
 
 
 class DryRunFailed(ConvoyError):
-    reason = "DryRunFailed"
+    reason = Reason.DRY_RUN_FAILED
 
 
 class ApplyFailed(ConvoyError):
-    reason = "ApplyFailed"
+    reason = Reason.APPLY_FAILED
 
 
 class PruneFailed(ConvoyError):
-    reason = "PruneFailed"
+    reason = Reason.PRUNE_FAILED
 
 
 class StateFailed(ConvoyError):
     """A file or folder of the state directory that cannot be read or written (a folder
     where a file belongs, a symlink leading out of it, permissions)."""
 
-    reason = "StateFailed"
+    reason = Reason.STATE_FAILED
 
 
 class UsageError(Exception):

@@ -9,11 +9,11 @@ from typing import Any
 from convoy_batch.errors import ConvoyError
 from convoy_batch.models import ReleaseStatus
 from convoy_batch.observer import observe
-from convoy_batch.reconcile import pending_force_sync
-from convoy_batch.rollout import pinned_plan, plan_rollout
+from convoy_batch.reasons import GATE_REASONS, Reason
+from convoy_batch.reconcile import decide, next_status, pending_force_sync
+from convoy_batch.rollout import Outcome
 from convoy_batch.runner import select
-from convoy_batch.stages.gates import stage_gates
-from convoy_batch.stages.render import stage_render
+from convoy_batch.stages.render import resolve_cluster
 from convoy_batch.tick import Tick
 from convoy_batch.timefmt import format_time
 
@@ -52,36 +52,37 @@ def status_rows(
     return rows, lines
 
 
+def _gate(outcome: Outcome) -> Outcome | None:
+    """The outcome when a gate stops or holds the sync (SPEC 6.2, 7)."""
+    return outcome if outcome.reason in GATE_REASONS else None
+
+
 def plan_release(repo: Path, state: Path, now: datetime, name: str) -> tuple[dict[str, Any], str]:
-    """The plan and gate the next reconcile of ``name`` would make, computed without
-    applying, committing or saving anything."""
+    """What the next reconcile of ``name`` would decide: ``reconcile``'s own ``decide``,
+    without ``act``, so nothing is applied, committed or saved."""
     tick = Tick.open(repo, state, now)
     entry = select(tick, [name])[0]
     if entry.release is None:
         return {"name": name, "error": entry.error}, f"{name}: InvalidRelease: {entry.error}"
     release, status = entry.release, tick.status(name)
     try:
-        rendered = stage_render(tick, release)
-        inventory = tick.stores.inventories.load(name)
+        inventory = tick.inventory(name)
         if inventory.entries:
-            inventory = observe(inventory, tick.deployer(rendered.cluster), now)
-        ref = rendered.render.ref
-        plan = (
-            pinned_plan()
-            if release.spec.pin
-            else plan_rollout(release.spec, status, ref, inventory.entries, now)
-        )
-        force = pending_force_sync(tick, release, status) is not None
-        gate = stage_gates(tick, release, rendered.cluster, rendered.render, force)
+            inventory = observe(inventory, tick.deployer(resolve_cluster(tick, release)), now)
+        force_at = pending_force_sync(tick, release, status)
     except ConvoyError as exc:
-        return {
-            "name": name,
-            "error": str(exc),
-            "reason": exc.reason,
-        }, f"{name}: {exc.reason}: {exc}"
+        return _error(name, exc.reason, str(exc))
+    decision = decide(tick, release, status, inventory, force_at is not None)
+    outcome, plan = decision.outcome, decision.plan
+    if outcome.is_error or plan is None or decision.render is None:
+        return _error(name, outcome.reason, outcome.message)
+    ref = decision.render.ref
     before = status.rollout.state.value if status.rollout else "none"
-    after = plan.rollout.state.value if plan.rollout else "none"
-    reason = plan.rollout.reason if plan.rollout else ""
+    # The rollout the status would get, by the reconcile's own status assembly.
+    rollout = next_status(tick, name, release, outcome, inventory, force_at).rollout
+    after = rollout.state.value if rollout else "none"
+    reason = str(rollout.reason) if rollout else ""
+    gate = _gate(outcome)
     row = {
         "name": name,
         "row": plan.row,
@@ -90,10 +91,20 @@ def plan_release(repo: Path, state: Path, now: datetime, name: str) -> tuple[dic
         "to": after,
         "reason": reason,
         "renderRef": ref,
-        "gate": gate.reason if gate else None,
+        "gate": gate.reason.value if gate else None,
+        "outcome": outcome.reason.value,
+        "message": outcome.message,
     }
     line = f"{name}: {plan.action.value} {before} -> {after}"
     line += f" ({reason})" if reason else ""
     line += f" render={_short(ref)} [row {plan.row}]"
-    line += f"; stopped by {gate.reason}: {gate.message}" if gate else ""
+    if gate is not None:
+        line += f"; stopped by {gate.reason}: {gate.message}"
+    else:
+        line += f"; outcome {outcome.reason}: {outcome.message}"
     return row, line
+
+
+def _error(name: str, reason: Reason, message: str) -> tuple[dict[str, Any], str]:
+    row = {"name": name, "error": message, "reason": reason.value}
+    return row, f"{name}: {reason}: {message}"

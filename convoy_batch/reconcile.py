@@ -1,8 +1,10 @@
 """``reconcile`` (SPEC 4) and ``sync_handler`` (SPEC 10) for one Release.
 
 The five steps read as the seed's: ``stage_render``, plan, ``apply_last_healthy``,
-``stage_gates``, ``stage_sync``. Typed errors from the I/O edges become outcome
-reasons here, in one place. The new status is assembled in ``sync_handler`` only.
+``stage_gates``, ``stage_sync``, split at the point where deciding ends: ``decide``
+changes nothing (the ``plan`` command calls it alone), ``act`` carries the decision out.
+Typed errors from the I/O edges become outcome reasons here, in one place. The new
+status is assembled in ``sync_handler`` only.
 """
 
 import logging
@@ -10,18 +12,23 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime
 
+from convoy_batch.deployers.base import Deployer
 from convoy_batch.errors import ConvoyError, InvalidRelease
+from convoy_batch.intents import Step
 from convoy_batch.models import (
     ANNOTATION_FORCE_SYNC,
     Release,
     ReleaseInventory,
     ReleaseStatus,
+    Rollout,
 )
+from convoy_batch.render import Render
 from convoy_batch.rollout import (
     Action,
     Outcome,
     Plan,
     RenderId,
+    RollBack,
     Verdict,
     assemble_status,
     commit_message,
@@ -31,9 +38,9 @@ from convoy_batch.rollout import (
 )
 from convoy_batch.stages.act import BeforeChange, no_record
 from convoy_batch.stages.gates import stage_gates
-from convoy_batch.stages.last_healthy import apply_last_healthy
+from convoy_batch.stages.last_healthy import expected_rollback, roll_back
 from convoy_batch.stages.render import stage_render
-from convoy_batch.stages.sync import REASON_ROLLED_BACK, stage_sync
+from convoy_batch.stages.sync import decide_sync, persist, stage_sync
 from convoy_batch.tick import Tick
 from convoy_batch.timefmt import format_time, parse_time
 
@@ -66,6 +73,89 @@ def _plan(
     return plan_rollout(release.spec, status, ref, inv.entries, tick.now)
 
 
+@dataclass(frozen=True)
+class Decision:
+    """What one reconcile decided before it changes anything (SPEC 4 steps 1-4 and the
+    wave gate of step 5): ``act`` carries it out, the ``plan`` command shows it."""
+
+    outcome: Outcome
+    """The outcome when what was decided succeeds; the final one when nothing is to do."""
+    plan: Plan | None = None
+    """None when the render failed."""
+    render: Render | None = None
+    deployer: Deployer | None = None
+    persist: bool = False
+    """Dry run and persist R first (``stage_sync``)."""
+    then: Step | RollBack | None = None
+    """R's step, or a rollback to the last healthy render; None: nothing to carry out."""
+
+
+def _failed(rollout: Rollout | None, exc: ConvoyError, render: RenderId | None) -> Outcome:
+    return Outcome(rollout, False, exc.reason, str(exc), render)
+
+
+def decide(
+    tick: Tick,
+    release: Release,
+    status: ReleaseStatus,
+    inventory: ReleaseInventory,
+    force_pending: bool,
+) -> Decision:
+    """Render, plan, gates and the wave gate: what the reconcile does, computed without
+    changing a cluster, a store or git (reads the source and the render store)."""
+    try:
+        rendered = stage_render(tick, release)
+    except ConvoyError as exc:
+        return Decision(_failed(None, exc, None))
+    render = rendered.render
+    rid = RenderId(ref=render.ref, revision=render.revision)
+    plan = _plan(tick, release, status, render.ref, inventory)
+    try:
+        deployer = tick.deployer(rendered.cluster)
+        if plan.action == Action.APPLY_LAST_HEALTHY:
+            cause = plan.rollout.message if plan.rollout is not None else ""
+            rollback = RollBack(plan.rollout, rid, f"holding last healthy render: {cause}")
+            return Decision(
+                expected_rollback(rollback, status), plan, render, deployer, then=rollback
+            )
+        stop = stage_gates(tick, release, rendered.cluster, render, force_pending)
+        if stop is not None:
+            return Decision(
+                Outcome(plan.rollout, False, stop.reason, stop.message, rid), plan, render
+            )
+        tick.owners().check(release.name, (o.key for o in render.objects))
+        sync = decide_sync(release, render, plan, status, inventory, tick.now)
+        return Decision(sync.expected, plan, render, deployer, persist=True, then=sync.then)
+    except ConvoyError as exc:
+        return Decision(_failed(plan.rollout, exc, rid), plan, render)
+
+
+def act(
+    tick: Tick,
+    release: Release,
+    status: ReleaseStatus,
+    inventory: ReleaseInventory,
+    decision: Decision,
+    before_change: BeforeChange = no_record,
+) -> tuple[Outcome, ReleaseInventory]:
+    """Carry out ``decision``: persist R, then R's step or the rollback."""
+    plan, render, deployer, then = decision.plan, decision.render, decision.deployer, decision.then
+    if plan is None or render is None or deployer is None or then is None:
+        return decision.outcome, inventory
+    try:
+        if decision.persist:
+            persist(tick, render, deployer)
+        if isinstance(then, RollBack):
+            return roll_back(tick, release, status, deployer, inventory, then, before_change)
+        result = stage_sync(
+            tick, release, render, then, decision.outcome, deployer, inventory, before_change
+        )
+        return result.outcome, result.inventory
+    except ConvoyError as exc:
+        rid = RenderId(ref=render.ref, revision=render.revision)
+        return _failed(plan.rollout, exc, rid), inventory
+
+
 def reconcile(
     tick: Tick,
     release: Release,
@@ -74,38 +164,11 @@ def reconcile(
     force_pending: bool,
     before_change: BeforeChange = no_record,
 ) -> tuple[Outcome, ReleaseInventory]:
-    """At most one rollout transition for one Release (SPEC 4). ``before_change`` gets
-    the decided step and its outcome right before the cluster changes."""
-    try:
-        rendered = stage_render(tick, release)
-    except ConvoyError as exc:
-        return Outcome(rollout=None, applied=False, reason=exc.reason, message=str(exc)), inventory
-    render = rendered.render
-    rid = RenderId(ref=render.ref, revision=render.revision)
-    plan = _plan(tick, release, status, render.ref, inventory)
-    try:
-        deployer = tick.deployer(rendered.cluster)
-        if plan.action == Action.APPLY_LAST_HEALTHY:
-            cause = plan.rollout.message if plan.rollout is not None else ""
-
-            def holding(back: RenderId) -> Outcome:
-                message = f"holding last healthy render: {cause}"
-                return Outcome(plan.rollout, True, REASON_ROLLED_BACK, message, back)
-
-            back = apply_last_healthy(
-                tick, release, status, deployer, inventory, holding, before_change
-            )
-            if back.applied and back.render is not None:
-                return holding(back.render), back.inventory
-            failed = Outcome(plan.rollout, False, REASON_ROLLED_BACK, back.message, rid)
-            return failed, back.inventory
-        stop = stage_gates(tick, release, rendered.cluster, render, force_pending)
-        if stop is not None:
-            return Outcome(plan.rollout, False, stop.reason, stop.message, rid), inventory
-        result = stage_sync(tick, release, render, plan, status, deployer, inventory, before_change)
-        return result.outcome, result.inventory
-    except ConvoyError as exc:
-        return Outcome(plan.rollout, False, exc.reason, str(exc), rid), inventory
+    """At most one rollout transition for one Release (SPEC 4): ``decide``, then
+    ``act``. ``before_change`` gets the decided step and its outcome right before the
+    cluster changes."""
+    decision = decide(tick, release, status, inventory, force_pending)
+    return act(tick, release, status, inventory, decision, before_change)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from datetime import datetime
 from functools import partial
 from pathlib import Path
 
-from convoy_batch.due import Memory, due_reasons, health_snapshot
+from convoy_batch.due import DueReason, Memory, due_reasons, health_snapshot
 from convoy_batch.errors import (
     ClusterNotFound,
     ConvoyError,
@@ -27,6 +27,7 @@ from convoy_batch.hints import TickRecord
 from convoy_batch.intents import Intent, Step
 from convoy_batch.models import Cluster, Release, ReleaseInventory, ReleaseStatus, RolloutState
 from convoy_batch.observer import observe
+from convoy_batch.reasons import Reason
 from convoy_batch.reconcile import (
     Handled,
     commit_status,
@@ -105,15 +106,15 @@ def _source_revision(tick: Tick, entry: ReleaseEntry) -> str | None:
 
 def is_due(
     tick: Tick, entry: ReleaseEntry, inventory: ReleaseInventory | None, full: bool
-) -> Sequence[str]:
+) -> Sequence[DueReason]:
     release = entry.release
     if release is None:
-        return ["invalid release file"]
+        return [DueReason.INVALID_RELEASE]
     status = tick.status(release.name)
     try:
         force = pending_force_sync(tick, release, status) is not None
     except InvalidRelease:
-        return ["invalid force-sync annotation"]
+        return [DueReason.INVALID_FORCE_SYNC]
     return due_reasons(
         release,
         status,
@@ -196,7 +197,7 @@ def complete_intent(tick: Tick, release: Release, intent: Intent) -> None:
         return  # its commit landed; only the record was left
     step = intent.step
     inventory = tick.inventory(name)
-    failure: tuple[str, str] | None
+    failure: tuple[Reason, str] | None
     try:
         cluster = tick.snapshot.clusters.get(intent.cluster)
         if cluster is None:
@@ -219,7 +220,8 @@ def complete_intent(tick: Tick, release: Release, intent: Intent) -> None:
     log.warning("%s: completing the decision of a killed tick (%s)", name, intent.message)
     if failure is None:
         attempt = intent.status.last_attempted
-        done = Outcome(intent.status.rollout, True, attempt.reason if attempt else "Synced")
+        reason = Reason(attempt.reason) if attempt else Reason.SYNCED
+        done = Outcome(intent.status.rollout, True, reason)
         commit_status(tick, name, done, intent.status, intent.message)
         return
     rid = RenderId(ref=step.render_ref, revision=step.revision)

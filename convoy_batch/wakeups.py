@@ -7,28 +7,57 @@ Release's lock, skipping Releases whose lock is held.
 """
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from convoy_batch.due import health_snapshot
+from convoy_batch.due import DueReason, health_snapshot
 from convoy_batch.gitops import GitOpsRepo, ReleaseEntry
-from convoy_batch.models import ReleaseInventory
+from convoy_batch.hints import TickRecord
+from convoy_batch.models import ReleaseInventory, Rollout
 from convoy_batch.runner import is_due, observe_release
 from convoy_batch.store import LockBusy
 from convoy_batch.tick import Tick
 
-WAKE_REASONS = frozenset(
-    {
-        "health changed",
-        "deadline passed",
-        "release changed",
-        "source changed",
-        "forced sync",
-        # A new Release file is a file change: reconcile it now, not at the next tick.
-        "never reconciled",
-    }
-)
+
+@dataclass(frozen=True)
+class _Seen:
+    """What a wake-up key is made of."""
+
+    entry: ReleaseEntry
+    inventory: ReleaseInventory | None
+    memo: TickRecord
+    rollout: Rollout | None
+
+
+def _health_key(seen: _Seen) -> str:
+    health = health_snapshot(seen.inventory or ReleaseInventory(release=seen.entry.name))
+    return f"health:{seen.memo.last_reconcile_at}:{_digest(health)}"
+
+
+def _deadline_key(seen: _Seen) -> str | None:
+    rollout = seen.rollout
+    return f"deadline:{rollout.render_ref}:{rollout.started_at}" if rollout else None
+
+
+def _release_key(seen: _Seen) -> str:
+    return f"release:{seen.entry.blob}"
+
+
+KEYS: Mapping[DueReason, Callable[[_Seen], str | None]] = {
+    DueReason.HEALTH_CHANGED: _health_key,
+    DueReason.DEADLINE_PASSED: _deadline_key,
+    DueReason.RELEASE_CHANGED: _release_key,
+    # A new Release file is a file change: reconcile it now, not at the next tick.
+    DueReason.NEVER_RECONCILED: _release_key,
+    # Keyed by the remembered revision: it changes once the new source is reconciled.
+    DueReason.SOURCE_CHANGED: lambda seen: f"source:{seen.memo.source_revision}",
+    DueReason.FORCED_SYNC: lambda seen: f"forced sync:{seen.memo.last_reconcile_at}",
+}
+"""One key per wake-up cause: the same cause keeps the same key until reconciled."""
+
+WAKE_REASONS = frozenset(KEYS)
 """Reasons of :func:`convoy_batch.runner.is_due` that wake a Release between ticks;
 the interval is the schedule's business."""
 
@@ -43,25 +72,12 @@ def _digest(value: object) -> str:
 
 
 def _keys(tick: Tick, entry: ReleaseEntry, inventory: ReleaseInventory | None) -> set[str]:
-    """One key per wake-up reason: the same cause keeps the same key until reconciled."""
     reasons = set(is_due(tick, entry, inventory, False)) & WAKE_REASONS
-    memo = tick.stores.ticks.load(entry.name)
-    rollout = tick.status(entry.name).rollout
-    keys = set()
-    for reason in reasons:
-        if reason == "health changed":
-            health = health_snapshot(inventory or ReleaseInventory(release=entry.name))
-            keys.add(f"health:{memo.last_reconcile_at}:{_digest(health)}")
-        elif reason == "deadline passed" and rollout is not None:
-            keys.add(f"deadline:{rollout.render_ref}:{rollout.started_at}")
-        elif reason in ("release changed", "never reconciled"):
-            keys.add(f"release:{entry.blob}")
-        elif reason == "source changed":
-            # Keyed by the remembered revision: it changes once the new source is reconciled.
-            keys.add(f"source:{memo.source_revision}")
-        else:
-            keys.add(f"{reason}:{memo.last_reconcile_at}")
-    return keys
+    seen = _Seen(
+        entry, inventory, tick.stores.ticks.load(entry.name), tick.status(entry.name).rollout
+    )
+    keys = (KEYS[reason](seen) for reason in reasons)
+    return {key for key in keys if key is not None}
 
 
 def wake_keys(repo: Path, state_dir: Path, now: datetime) -> dict[str, set[str]]:

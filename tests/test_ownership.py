@@ -47,6 +47,8 @@ def test_the_release_later_in_repository_order_is_refused_and_the_object_never_f
     assert live_settings(s) == {"data": {"value": "one", "from": "alpha"}, "release": "alpha"}
     # Nothing of beta went live: its own Deployment neither (refused before the dry run).
     assert not s.object_path("beta", "deployment.apps", "beta").exists()
+    planned = s.cli("plan", "beta")  # plan decides with the same code, and sees it too
+    assert "OwnershipConflict: ConfigMap shared/settings belongs to Release alpha" in planned.out
     written = settings_file(s).stat().st_mtime_ns
     for minute in (1, 2, 3):
         assert s.reconcile("--all", minutes=minute).code == 1

@@ -7,8 +7,8 @@ import pytest
 
 from convoy_batch.models import InventoryEntry
 from convoy_batch.models import RolloutState as S
+from convoy_batch.reasons import Reason
 from convoy_batch.rollout import Verdict, deadline_start, render_verdict, verdict
-from convoy_batch.rollout.verdict import CAUSE_DEADLINE, CAUSE_UNHEALTHY
 from tests.rollout_builders import (
     CURRENT,
     FAILED,
@@ -37,7 +37,7 @@ class Case:
     entries: tuple[InventoryEntry, ...]
     now: datetime
     verdict: Verdict
-    cause: str = ""
+    cause: Reason | None = None
 
 
 CASES: dict[str, Case] = {
@@ -50,21 +50,21 @@ CASES: dict[str, Case] = {
         (entry("web", FAILED), entry("db", None)),
         at(1),
         Verdict.UNHEALTHY,
-        CAUSE_UNHEALTHY,
+        Reason.UNHEALTHY,
     ),
     "unhealthy-past-the-deadline-with-an-entry-for-r-in-progress": Case(
         "unhealthy-deadline",
         (entry("web", IN_PROGRESS), entry("db")),
         AFTER_DEADLINE,
         Verdict.UNHEALTHY,
-        CAUSE_DEADLINE,
+        Reason.PROGRESS_DEADLINE_EXCEEDED,
     ),
     "unhealthy-past-the-deadline-with-an-entry-for-r-not-found": Case(
         "unhealthy-deadline",
         (entry("web", NOT_FOUND),),
         AFTER_DEADLINE,
         Verdict.UNHEALTHY,
-        CAUSE_DEADLINE,
+        Reason.PROGRESS_DEADLINE_EXCEEDED,
     ),
     "pending-before-the-deadline": Case(
         "pending", (entry("web", IN_PROGRESS), entry("db")), BEFORE_DEADLINE, Verdict.PENDING
@@ -164,7 +164,7 @@ def test_time_a_gate_held_the_render_does_not_count_against_its_deadline() -> No
 
     assert render_verdict(spec(), held, R, slow, at(70)).verdict == Verdict.PENDING
     late = render_verdict(spec(), held, R, slow, at(71))
-    assert (late.verdict, late.cause) == (Verdict.UNHEALTHY, CAUSE_DEADLINE)
+    assert (late.verdict, late.cause) == (Verdict.UNHEALTHY, Reason.PROGRESS_DEADLINE_EXCEEDED)
 
 
 def test_render_verdict_has_no_deadline_without_a_failure_policy() -> None:

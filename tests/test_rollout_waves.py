@@ -16,8 +16,9 @@ from convoy_batch.models import (
     RolloutState,
 )
 from convoy_batch.models import RolloutState as S
+from convoy_batch.reasons import Reason
 from convoy_batch.rollout import GateKind, plan_waves, wave_health_gate
-from convoy_batch.rollout.waves import REASON_WAITING, REASON_WAVE_TIMEOUT, WavePlan
+from convoy_batch.rollout.waves import WavePlan
 from tests.rollout_builders import (
     CURRENT,
     FAILED,
@@ -65,7 +66,7 @@ def gate(
 @dataclass(frozen=True)
 class GateResult:
     kind: GateKind
-    reason: str
+    reason: Reason | None
     state: RolloutState | None
     started_at: datetime | None
     rollout_reason: str | None
@@ -84,10 +85,10 @@ def _stop(state: RolloutState | None = None) -> GateResult:
     with_rollout = state is not None
     return GateResult(
         GateKind.STOP,
-        REASON_WAVE_TIMEOUT,
+        Reason.WAVE_TIMEOUT,
         state,
         at(-2) if with_rollout else None,
-        REASON_WAVE_TIMEOUT if with_rollout else None,
+        Reason.WAVE_TIMEOUT if with_rollout else None,
     )
 
 
@@ -104,7 +105,7 @@ TIMEOUT_CASES: dict[str, TimeoutCase] = {
         ELIGIBLE,
         False,
         GateResult(
-            GateKind.ROLL_BACK, REASON_WAVE_TIMEOUT, S.ROLLED_BACK, at(-2), REASON_WAVE_TIMEOUT
+            GateKind.ROLL_BACK, Reason.WAVE_TIMEOUT, S.ROLLED_BACK, at(-2), Reason.WAVE_TIMEOUT
         ),
     ),
     "no-last-healthy-fails": TimeoutCase("otherwise", spec(), PROGRESSING, False, _stop(S.FAILED)),
@@ -144,7 +145,7 @@ def test_before_the_timeout_the_gate_holds_without_a_rollout() -> None:
     for now in (at(1), at(5)):
         result = gate(spec(), ELIGIBLE, now=now)
 
-        assert result == GateResult(GateKind.HOLD, REASON_WAITING, None, None, None)
+        assert result == GateResult(GateKind.HOLD, Reason.WAITING_FOR_WAVE_HEALTH, None, None, None)
 
 
 def test_the_gate_proceeds_when_the_previous_wave_is_current_for_r() -> None:
@@ -195,7 +196,7 @@ def test_strategy_healthy_applies_wave_zero_then_holds() -> None:
 
     assert plan.apply == (0,)
     assert plan.gate is not None
-    assert (plan.gate.kind, plan.gate.reason) == (GateKind.HOLD, REASON_WAITING)
+    assert (plan.gate.kind, plan.gate.reason) == (GateKind.HOLD, Reason.WAITING_FOR_WAVE_HEALTH)
     assert started(plan) == [(0, at(1))]
 
 
@@ -232,7 +233,7 @@ def test_pre_sync_gates_the_first_wave_even_with_strategy_none() -> None:
 
     assert first.apply == ("PreSync",)
     assert first.gate is not None
-    assert (first.gate.kind, first.gate.reason) == (GateKind.HOLD, REASON_WAITING)
+    assert (first.gate.kind, first.gate.reason) == (GateKind.HOLD, Reason.WAITING_FOR_WAVE_HEALTH)
 
 
 def test_a_complete_pre_sync_hook_opens_all_waves_and_is_not_reapplied() -> None:
@@ -301,7 +302,7 @@ def test_a_wave_timeout_stop_keeps_the_started_waves_but_not_later_ones() -> Non
 
     assert plan.apply == (0,)
     assert plan.gate is not None and plan.gate.rollout is not None
-    assert (plan.gate.kind, plan.gate.reason) == (GateKind.STOP, REASON_WAVE_TIMEOUT)
+    assert (plan.gate.kind, plan.gate.reason) == (GateKind.STOP, Reason.WAVE_TIMEOUT)
     assert plan.gate.rollout.state == S.FAILED
 
 

@@ -13,9 +13,9 @@ from convoy_batch.rollout.plan import (
     rollback_eligible,
 )
 from convoy_batch.rollout.status import (
-    ERROR_REASONS,
     Outcome,
     RenderId,
+    RollBack,
     assemble_status,
     commit_message,
 )
@@ -29,13 +29,13 @@ from convoy_batch.rollout.waves import (
 )
 
 __all__ = [
-    "ERROR_REASONS",
     "Action",
     "GateDecision",
     "GateKind",
     "Outcome",
     "Plan",
     "RenderId",
+    "RollBack",
     "Verdict",
     "VerdictResult",
     "WavePlan",

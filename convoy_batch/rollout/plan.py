@@ -17,10 +17,8 @@ from convoy_batch.models import (
     Rollout,
     RolloutState,
 )
+from convoy_batch.reasons import Reason
 from convoy_batch.rollout.verdict import Verdict, VerdictResult, deadline_start, verdict
-
-REASON_NEW_RENDER = "NewRender"
-REASON_HEALTHY = "Healthy"
 
 
 class Action(StrEnum):
@@ -66,7 +64,7 @@ def _state(i: PlanInput) -> RolloutState | None:
     return i.prior.state if i.prior is not None else None
 
 
-def _transition(i: PlanInput, state: RolloutState, reason: str, message: str = "") -> Rollout:
+def _transition(i: PlanInput, state: RolloutState, reason: Reason, message: str = "") -> Rollout:
     assert i.prior is not None
     return Rollout(
         state=state,
@@ -77,8 +75,8 @@ def _transition(i: PlanInput, state: RolloutState, reason: str, message: str = "
     )
 
 
-def _cause(i: PlanInput) -> tuple[str, str]:
-    assert i.verdict is not None
+def _cause(i: PlanInput) -> tuple[Reason, str]:
+    assert i.verdict is not None and i.verdict.cause is not None
     return i.verdict.cause, i.verdict.message
 
 
@@ -115,7 +113,7 @@ ROWS: Sequence[Row] = (
             state=RolloutState.PROGRESSING,
             render_ref=i.render_ref,
             started_at=i.now,
-            reason=REASON_NEW_RENDER,
+            reason=Reason.NEW_RENDER,
         ),
         Action.APPLY_SOURCE,
     ),
@@ -137,7 +135,7 @@ ROWS: Sequence[Row] = (
         5,
         "prior Progressing, verdict(R) Healthy",
         _is_verdict(Verdict.HEALTHY),
-        lambda i: _transition(i, RolloutState.SUCCEEDED, REASON_HEALTHY),
+        lambda i: _transition(i, RolloutState.SUCCEEDED, Reason.HEALTHY),
         Action.APPLY_SOURCE,
     ),
     Row(

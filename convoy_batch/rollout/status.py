@@ -18,6 +18,7 @@ from convoy_batch.models import (
     RolloutState,
     WaveStatus,
 )
+from convoy_batch.reasons import ERROR_REASONS, Reason
 
 CONDITION_ROLLOUT_SUCCEEDED = "RolloutSucceeded"
 
@@ -41,7 +42,7 @@ class Outcome:
 
     rollout: Rollout | None
     applied: bool
-    reason: str
+    reason: Reason
     message: str = ""
     render: RenderId | None = None
     waves: tuple[WaveStatus, ...] | None = None
@@ -54,21 +55,40 @@ class Outcome:
         return self.reason in ERROR_REASONS
 
 
-ERROR_REASONS = frozenset(
-    {
-        "InvalidRelease",
-        "SourceFailed",
-        "RenderFailed",
-        "ClusterNotFound",
-        "ClusterUnavailable",
-        "Forbidden",
-        "OwnershipConflict",
-        "DryRunFailed",
-        "ApplyFailed",
-        "PruneFailed",
-        "StateFailed",
-    }
-)
+@dataclass(frozen=True)
+class RollBack:
+    """A decided rollback to ``status.lastHealthy`` (SPEC 8) and the ``RolledBack``
+    outcome it gives: built here only, for the rollback of the plan (rows 3 and 6) and
+    the one after a wave timeout (SPEC 7)."""
+
+    rollout: Rollout | None
+    render: RenderId
+    """R: the attempt when the rollback fails."""
+    message: str
+    """The outcome's message once the last healthy render is applied."""
+    cause: str = ""
+    """Put before why a failed rollback failed (nothing: that reason alone)."""
+    waves: tuple[WaveStatus, ...] | None = None
+    persisted: RenderId | None = None
+
+    def applied(self, back: RenderId) -> Outcome:
+        """The last healthy render ``back`` is applied: it is the attempt."""
+        return self._outcome(True, self.message, back)
+
+    def failed(self, why: str) -> Outcome:
+        """The rollback failed: the attempt stays R, not applied (SPEC 8)."""
+        return self._outcome(False, f"{self.cause}; {why}" if self.cause else why, self.render)
+
+    def _outcome(self, applied: bool, message: str, render: RenderId) -> Outcome:
+        return Outcome(
+            rollout=self.rollout,
+            applied=applied,
+            reason=Reason.ROLLED_BACK,
+            message=message,
+            render=render,
+            waves=self.waves,
+            persisted=self.persisted,
+        )
 
 
 def _record(prior: RenderRecord | None, render: RenderId, now: datetime) -> RenderRecord:

@@ -9,9 +9,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from convoy_batch.models import HealthState, InventoryEntry, ReleaseStatus
-
-CAUSE_UNHEALTHY = "Unhealthy"
-CAUSE_DEADLINE = "ProgressDeadlineExceeded"
+from convoy_batch.reasons import Reason
 
 
 class Verdict(StrEnum):
@@ -23,7 +21,8 @@ class Verdict(StrEnum):
 @dataclass(frozen=True)
 class VerdictResult:
     verdict: Verdict
-    cause: str = ""
+    cause: Reason | None = None
+    """``Unhealthy`` or ``ProgressDeadlineExceeded`` for an Unhealthy verdict."""
     message: str = ""
 
 
@@ -84,7 +83,7 @@ def verdict(
         e for e in entries if _assessed_for(e, render_ref) and _state(e) == HealthState.FAILED
     ]
     if failed:
-        return VerdictResult(Verdict.UNHEALTHY, CAUSE_UNHEALTHY, _describe(failed[0]))
+        return VerdictResult(Verdict.UNHEALTHY, Reason.UNHEALTHY, _describe(failed[0]))
     if (
         start is not None
         and progress_deadline is not None
@@ -94,7 +93,9 @@ def verdict(
             e for e in entries if _assessed_for(e, render_ref) and not is_current_for(e, render_ref)
         ]
         if late:
-            return VerdictResult(Verdict.UNHEALTHY, CAUSE_DEADLINE, _describe(late[0]))
+            return VerdictResult(
+                Verdict.UNHEALTHY, Reason.PROGRESS_DEADLINE_EXCEEDED, _describe(late[0])
+            )
     if entries and entries_healthy(entries, render_ref):
         return VerdictResult(Verdict.HEALTHY)
     return VerdictResult(Verdict.PENDING)

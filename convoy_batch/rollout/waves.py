@@ -20,12 +20,11 @@ from convoy_batch.models import (
     RolloutState,
     WaveStatus,
 )
+from convoy_batch.reasons import Reason
 from convoy_batch.rollout.plan import rollback_eligible
 from convoy_batch.rollout.verdict import entries_healthy, is_current_for
 from convoy_batch.timefmt import format_duration
 
-REASON_WAITING = "WaitingForWaveHealth"
-REASON_WAVE_TIMEOUT = "WaveTimeout"
 PRE_SYNC: Final = "PreSync"
 POST_SYNC: Final = "PostSync"
 
@@ -41,7 +40,8 @@ class GateKind(StrEnum):
 class GateDecision:
     kind: GateKind
     rollout: Rollout | None = None
-    reason: str = ""
+    reason: Reason | None = None
+    """Why the sync holds or stops (None: it proceeds)."""
     message: str = ""
 
 
@@ -84,10 +84,12 @@ def wave_health_gate(
     label = phase_label(previous_phase)
     timeout: timedelta = spec.sync_policy.waves.timeout
     if now - previous_started_at <= timeout:
-        return GateDecision(GateKind.HOLD, None, REASON_WAITING, f"waiting for {label}: {what}")
+        return GateDecision(
+            GateKind.HOLD, None, Reason.WAITING_FOR_WAVE_HEALTH, f"waiting for {label}: {what}"
+        )
     message = f"{label} not healthy within {format_duration(timeout)}: {what}"
     if spec.failure_policy is None or pinned:
-        return GateDecision(GateKind.STOP, None, REASON_WAVE_TIMEOUT, message)
+        return GateDecision(GateKind.STOP, None, Reason.WAVE_TIMEOUT, message)
     prior = status.rollout
     started = prior.started_at if prior is not None and prior.render_ref == render_ref else now
     state, kind = (
@@ -99,10 +101,10 @@ def wave_health_gate(
         state=state,
         render_ref=render_ref,
         started_at=started,
-        reason=REASON_WAVE_TIMEOUT,
+        reason=Reason.WAVE_TIMEOUT,
         message=message,
     )
-    return GateDecision(kind, rollout, REASON_WAVE_TIMEOUT, message)
+    return GateDecision(kind, rollout, Reason.WAVE_TIMEOUT, message)
 
 
 @dataclass(frozen=True)
@@ -174,4 +176,4 @@ def plan_waves(
 
 def _hold_just_applied(previous: Phase) -> GateDecision:
     message = f"waiting for {phase_label(previous)}: just applied"
-    return GateDecision(GateKind.HOLD, None, REASON_WAITING, message)
+    return GateDecision(GateKind.HOLD, None, Reason.WAITING_FOR_WAVE_HEALTH, message)

@@ -7,22 +7,22 @@ Reads only the tick's snapshot and statuses; no I/O of its own.
 from dataclasses import dataclass
 
 from convoy_batch.models import Cluster, Release, SyncMode
+from convoy_batch.reasons import Reason
 from convoy_batch.render import Render
 from convoy_batch.tick import Tick
-
-REASON_MANUAL = "WaitingForManualSync"
-REASON_CLUSTER_WAVE = "WaitingForClusterWave"
 
 
 @dataclass(frozen=True)
 class GateStop:
-    reason: str
+    reason: Reason
     message: str
 
 
 def manual_gate(release: Release, force_pending: bool) -> GateStop | None:
     if release.spec.sync_policy.mode == SyncMode.MANUAL and not force_pending:
-        return GateStop(REASON_MANUAL, "syncPolicy.mode is Manual: waiting for a forced sync")
+        return GateStop(
+            Reason.WAITING_FOR_MANUAL_SYNC, "syncPolicy.mode is Manual: waiting for a forced sync"
+        )
     return None
 
 
@@ -44,7 +44,7 @@ def cluster_wave_gate(
         healthy = tick.status(name).last_healthy
         if healthy is None or healthy.revision != render.revision:
             return GateStop(
-                REASON_CLUSTER_WAVE,
+                Reason.WAITING_FOR_CLUSTER_WAVE,
                 f"convoy {convoy}: {name} (cluster wave {other_cluster.spec.wave}) is not yet "
                 f"healthy at revision {(render.revision or '')[:12]}",
             )

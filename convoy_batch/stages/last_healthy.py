@@ -1,9 +1,10 @@
 """``apply_last_healthy`` (SPEC 8): the first rollback, the hold, and the rollback
-after a wave timeout, in one code path.
+after a wave timeout, in one code path (``roll_back``).
 
 Applies the verified blob of ``status.lastHealthy`` in one pass (no waves, dry run or
 hooks), prunes, and records the inventory. A failed step logs and returns a result
-with ``applied=False``; it never raises. I/O through the stores and the deployer.
+with ``applied=False``; it never raises. The ``RolledBack`` outcome comes from the
+decided :class:`~convoy_batch.rollout.RollBack`. I/O through the stores and the deployer.
 """
 
 import logging
@@ -14,11 +15,13 @@ from convoy_batch.deployers.base import Deployer
 from convoy_batch.intents import Step
 from convoy_batch.models import Release, ReleaseInventory, ReleaseStatus
 from convoy_batch.render import load_render
-from convoy_batch.rollout import Outcome, RenderId
+from convoy_batch.rollout import Outcome, RenderId, RollBack
 from convoy_batch.stages.act import BeforeChange, carry_out, expected_inventory, no_record
 from convoy_batch.tick import Tick
 
 log = logging.getLogger("convoy_batch")
+
+NO_LAST_HEALTHY = "no last healthy render to roll back to"
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ def apply_last_healthy(
     succeeds, handed to ``before_change`` before the cluster changes."""
     healthy = status.last_healthy
     if healthy is None:
-        return LastHealthyResult(False, None, inventory, "no last healthy render to roll back to")
+        return LastHealthyResult(False, None, inventory, NO_LAST_HEALTHY)
     blob = tick.stores.renders.get(healthy.render_ref)
     if blob is None:
         message = f"render store has no valid blob for last healthy {healthy.render_ref}"
@@ -71,3 +74,30 @@ def apply_last_healthy(
             False, None, acted.inventory, f"rollback failed: {acted.errors[0]}"
         )
     return LastHealthyResult(True, rendered, acted.inventory, "")
+
+
+def expected_rollback(rollback: RollBack, status: ReleaseStatus) -> Outcome:
+    """The outcome ``rollback`` gives when its apply succeeds, decided without reading
+    the render store."""
+    healthy = status.last_healthy
+    if healthy is None:
+        return rollback.failed(NO_LAST_HEALTHY)
+    return rollback.applied(RenderId(ref=healthy.render_ref, revision=healthy.revision))
+
+
+def roll_back(
+    tick: Tick,
+    release: Release,
+    status: ReleaseStatus,
+    deployer: Deployer,
+    inventory: ReleaseInventory,
+    rollback: RollBack,
+    before_change: BeforeChange = no_record,
+) -> tuple[Outcome, ReleaseInventory]:
+    """Carry out a decided rollback: its ``RolledBack`` outcome and the new inventory."""
+    back = apply_last_healthy(
+        tick, release, status, deployer, inventory, rollback.applied, before_change
+    )
+    if back.applied and back.render is not None:
+        return rollback.applied(back.render), back.inventory
+    return rollback.failed(back.message), back.inventory

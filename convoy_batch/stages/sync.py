@@ -1,29 +1,38 @@
 """``stage_sync`` (SPEC 4 step 5, 7): dry run, persist, hooks and waves under the wave
 gate, prune, inventory.
 
-The "which phases next" decision is pure (``rollout.plan_waves``); this module only
-carries it out. I/O through the stores and the deployer; deployer errors propagate as
-typed errors for the reconcile to map.
+``decide_sync`` makes the decision without changing anything (the pure "which phases
+next" of ``rollout.plan_waves``, the step, the outcome it gives); ``persist`` and
+``stage_sync`` carry it out. I/O through the stores and the deployer; deployer errors
+propagate as typed errors for the reconcile to map.
 """
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.intents import Step
 from convoy_batch.models import InventoryEntry, Phase, Release, ReleaseInventory, ReleaseStatus
+from convoy_batch.reasons import Reason
 from convoy_batch.render import Render
-from convoy_batch.rollout import GateKind, Outcome, Plan, RenderId, plan_waves
+from convoy_batch.rollout import GateKind, Outcome, Plan, RenderId, RollBack, plan_waves
 from convoy_batch.stages.act import BeforeChange, carry_out, expected_inventory, no_record
-from convoy_batch.stages.last_healthy import apply_last_healthy
+from convoy_batch.stages.last_healthy import expected_rollback
 from convoy_batch.tick import Tick
 
 log = logging.getLogger("convoy_batch")
 
-REASON_SYNCED = "Synced"
-REASON_ROLLED_BACK = "RolledBack"
-REASON_PRUNE_FAILED = "PruneFailed"
+
+@dataclass(frozen=True)
+class SyncDecision:
+    """What the sync of R does once R passed its dry run and is persisted."""
+
+    expected: Outcome
+    """The outcome when ``then`` succeeds."""
+    then: Step | RollBack
+    """R's step (phases to apply, prune or not), or the wave gate's rollback (SPEC 7)."""
 
 
 @dataclass(frozen=True)
@@ -45,20 +54,16 @@ def entries_by_phase(
     return dict(grouped)
 
 
-def stage_sync(
-    tick: Tick,
+def decide_sync(
     release: Release,
     render: Render,
     plan: Plan,
     status: ReleaseStatus,
-    deployer: Deployer,
     inventory: ReleaseInventory,
-    before_change: BeforeChange = no_record,
-) -> SyncResult:
+    now: datetime,
+) -> SyncDecision:
+    """The wave gate's decision for R (SPEC 7) and the outcome it gives. Pure."""
     rid = RenderId(ref=render.ref, revision=render.revision)
-    tick.owners().check(release.name, (o.key for o in render.objects))
-    deployer.dry_run([o.manifest for o in render.objects])
-    tick.stores.renders.put(render.ref, render.canonical)
     waves = plan_waves(
         render.phases(),
         entries_by_phase(render, inventory),
@@ -66,43 +71,27 @@ def stage_sync(
         status=status,
         render_ref=render.ref,
         pinned=release.spec.pin is not None,
-        now=tick.now,
+        now=now,
     )
     gate = waves.gate
     if gate is not None and gate.kind == GateKind.ROLL_BACK:
-        message = gate.message
-
-        def rolled_back(back: RenderId) -> Outcome:
-            return Outcome(gate.rollout, True, REASON_ROLLED_BACK, message, back, waves.waves, rid)
-
-        back = apply_last_healthy(
-            tick, release, status, deployer, inventory, rolled_back, before_change
+        rollback = RollBack(
+            gate.rollout, rid, gate.message, cause=gate.message, waves=waves.waves, persisted=rid
         )
-        if back.applied:
-            return SyncResult(rolled_back(back.render or rid), back.inventory)
-        failed = Outcome(
-            rollout=gate.rollout,
-            applied=False,
-            reason=REASON_ROLLED_BACK,
-            message=f"{gate.message}; {back.message}",
-            render=rid,
-            waves=waves.waves,
-            persisted=rid,
-        )
-        return SyncResult(failed, back.inventory)
-    rollout = gate.rollout if gate is not None and gate.rollout is not None else plan.rollout
-
-    def outcome(reason: str, message: str) -> Outcome:
-        return Outcome(
-            rollout=rollout,
-            applied=bool(waves.waves),
-            reason=reason,
-            message=message,
-            render=rid,
-            waves=waves.waves,
-            persisted=rid,
-        )
-
+        return SyncDecision(expected_rollback(rollback, status), rollback)
+    if gate is not None and gate.reason is not None:
+        reason, message = gate.reason, gate.message
+    else:
+        reason, message = Reason.SYNCED, f"{len(render.objects)} objects applied"
+    expected = Outcome(
+        rollout=gate.rollout if gate is not None and gate.rollout is not None else plan.rollout,
+        applied=bool(waves.waves),
+        reason=reason,
+        message=message,
+        render=rid,
+        waves=waves.waves,
+        persisted=rid,
+    )
     step = Step(
         render_ref=render.ref,
         revision=render.revision,
@@ -110,10 +99,26 @@ def stage_sync(
         prune=gate is None,
         prune_enabled=release.spec.sync_policy.prune,
     )
-    if gate is not None:
-        expected = outcome(gate.reason, gate.message)
-    else:
-        expected = outcome(REASON_SYNCED, f"{len(render.objects)} objects applied")
+    return SyncDecision(expected, step)
+
+
+def persist(tick: Tick, render: Render, deployer: Deployer) -> None:
+    """The dry run of every object of R, then R's blob to the render store."""
+    deployer.dry_run([o.manifest for o in render.objects])
+    tick.stores.renders.put(render.ref, render.canonical)
+
+
+def stage_sync(
+    tick: Tick,
+    release: Release,
+    render: Render,
+    step: Step,
+    expected: Outcome,
+    deployer: Deployer,
+    inventory: ReleaseInventory,
+    before_change: BeforeChange = no_record,
+) -> SyncResult:
+    """Carry out R's decided ``step`` (R is persisted): ``expected`` when it succeeds."""
     if step.phases or step.prune:  # the step changes the cluster: record it first
         tick.stores.renders.settle(render.ref)  # what the record points at is durable first
         before_change(step, expected, expected_inventory(inventory, render, step))
@@ -122,11 +127,13 @@ def stage_sync(
     )
     if acted.failure is not None:
         failure = acted.failure
-        return SyncResult(
-            Outcome(rollout, acted.sent, failure.reason, str(failure), rid), acted.inventory
+        outcome = Outcome(
+            expected.rollout, acted.sent, failure.reason, str(failure), expected.render
         )
+        return SyncResult(outcome, acted.inventory)
     if acted.errors:
-        return SyncResult(outcome(REASON_PRUNE_FAILED, acted.errors[0]), acted.inventory)
+        pruned = replace(expected, reason=Reason.PRUNE_FAILED, message=acted.errors[0])
+        return SyncResult(pruned, acted.inventory)
     if acted.deleted:
         log.info("%s: pruned %s", release.name, ", ".join(map(str, acted.deleted)))
     return SyncResult(expected, acted.inventory)

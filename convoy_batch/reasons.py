@@ -1,0 +1,77 @@
+"""The reasons a status carries (SPEC 4-7), as one enum.
+
+Pure: no I/O, imports nothing of the project, so ``rollout/``, the stages and the typed
+errors of :mod:`convoy_batch.errors` share it. A member is a ``str``: status files,
+JSON and YAML hold its value, the same text as before it was an enum.
+"""
+
+from enum import StrEnum
+
+
+class Reason(StrEnum):
+    """Outcome reasons (``lastAttempted.reason``) and rollout reasons (``rollout.reason``)."""
+
+    # Outcome reasons that are not errors (SPEC 4).
+    SYNCED = "Synced"
+    ROLLED_BACK = "RolledBack"
+    WAITING_FOR_WAVE_HEALTH = "WaitingForWaveHealth"
+    WAITING_FOR_MANUAL_SYNC = "WaitingForManualSync"
+    WAITING_FOR_CLUSTER_WAVE = "WaitingForClusterWave"
+    WAVE_TIMEOUT = "WaveTimeout"
+    """Also the rollout reason of a wave timeout (SPEC 7)."""
+
+    # Error reasons: one per typed error of ``convoy_batch.errors`` (exit 1).
+    INVALID_RELEASE = "InvalidRelease"
+    SOURCE_FAILED = "SourceFailed"
+    RENDER_FAILED = "RenderFailed"
+    CLUSTER_NOT_FOUND = "ClusterNotFound"
+    CLUSTER_UNAVAILABLE = "ClusterUnavailable"
+    FORBIDDEN = "Forbidden"
+    OWNERSHIP_CONFLICT = "OwnershipConflict"
+    DRY_RUN_FAILED = "DryRunFailed"
+    APPLY_FAILED = "ApplyFailed"
+    PRUNE_FAILED = "PruneFailed"
+    STATE_FAILED = "StateFailed"
+
+    # Rollout reasons only (SPEC 5, 6.1).
+    NEW_RENDER = "NewRender"
+    HEALTHY = "Healthy"
+    UNHEALTHY = "Unhealthy"
+    PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
+
+
+ERROR_REASONS: frozenset[Reason] = frozenset(
+    {
+        Reason.INVALID_RELEASE,
+        Reason.SOURCE_FAILED,
+        Reason.RENDER_FAILED,
+        Reason.CLUSTER_NOT_FOUND,
+        Reason.CLUSTER_UNAVAILABLE,
+        Reason.FORBIDDEN,
+        Reason.OWNERSHIP_CONFLICT,
+        Reason.DRY_RUN_FAILED,
+        Reason.APPLY_FAILED,
+        Reason.PRUNE_FAILED,
+        Reason.STATE_FAILED,
+    }
+)
+"""The outcome reasons that are errors: exactly the ``reason`` of each typed error (a
+test ties the two together)."""
+
+ROLLOUT_ONLY_REASONS: frozenset[Reason] = frozenset(
+    {Reason.NEW_RENDER, Reason.HEALTHY, Reason.UNHEALTHY, Reason.PROGRESS_DEADLINE_EXCEEDED}
+)
+"""Reasons of ``rollout`` and its condition that are never an outcome's."""
+
+OUTCOME_REASONS: frozenset[Reason] = frozenset(Reason) - ROLLOUT_ONLY_REASONS
+"""Every reason an outcome (``lastAttempted.reason``) may carry (SPEC 4)."""
+
+GATE_REASONS: frozenset[Reason] = frozenset(
+    {
+        Reason.WAITING_FOR_MANUAL_SYNC,
+        Reason.WAITING_FOR_CLUSTER_WAVE,
+        Reason.WAITING_FOR_WAVE_HEALTH,
+        Reason.WAVE_TIMEOUT,
+    }
+)
+"""Outcome reasons of a gate that stopped or held the sync (SPEC 6.2, 7)."""
