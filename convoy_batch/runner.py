@@ -41,7 +41,7 @@ from convoy_batch.rollout import Outcome, RenderId, commit_message
 from convoy_batch.stages.act import carry_out
 from convoy_batch.stages.render import resolve_cluster, stage_render
 from convoy_batch.store import LockBusy
-from convoy_batch.tick import Tick
+from convoy_batch.tick import DeployerFactory, Tick, make_deployer
 
 log = logging.getLogger("convoy_batch")
 
@@ -355,10 +355,12 @@ def run_tick(
     all_releases: bool = False,
     forced: Set[str] = frozenset(),
     observe_first: bool = True,
+    deployer_factory: DeployerFactory = make_deployer,
 ) -> TickReport:
     """One tick: named Releases are reconciled whether due or not; otherwise the due ones
-    (every one with ``all_releases``, which is also the full resync of SPEC 13)."""
-    tick = Tick.open(repo, state_dir, now, forced=forced)
+    (every one with ``all_releases``, which is also the full resync of SPEC 13).
+    ``deployer_factory`` builds each Cluster's deployer (tests inject failures there)."""
+    tick = Tick.open(repo, state_dir, now, forced=forced, deployer_factory=deployer_factory)
     entries = select(tick, names)
     report = TickReport()
     with tick.status_store.batch():

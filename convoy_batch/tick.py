@@ -97,6 +97,12 @@ def make_deployer(
     return directory
 
 
+DeployerFactory = Callable[[Cluster, Path, datetime, ParseCache, Collection[str]], Deployer]
+"""Builds a Cluster's deployer for one tick, as :func:`make_deployer` does: (Cluster,
+state directory, now, the Cluster's parse cache, the names of its Releases). The seam
+where tests hand a tick deployers that fail on demand."""
+
+
 @dataclass
 class Tick:
     """What one tick reads once: the clock, the repository, statuses, stores."""
@@ -123,10 +129,17 @@ class Tick:
     """Release -> its ``stages.render.Rendered`` of this tick (made once a tick)."""
     ownership: Ownership | None = None
     """See :meth:`owners`."""
+    deployer_factory: DeployerFactory = make_deployer
+    """Builds the deployer of each Cluster the tick talks to (once, see :meth:`deployer`)."""
 
     @classmethod
     def open(
-        cls, repo_path: Path, state_dir: Path, now: datetime, forced: Set[str] = frozenset()
+        cls,
+        repo_path: Path,
+        state_dir: Path,
+        now: datetime,
+        forced: Set[str] = frozenset(),
+        deployer_factory: DeployerFactory = make_deployer,
     ) -> "Tick":
         repo = GitOpsRepo(repo_path)
         stores = Stores.open(state_dir)
@@ -143,6 +156,7 @@ class Tick:
             sources=SourceResolver(repo, state_dir),
             forced=forced,
             caches=caches,
+            deployer_factory=deployer_factory,
         )
 
     def status(self, name: str) -> ReleaseStatus:
@@ -224,7 +238,7 @@ class Tick:
                     for e in self.snapshot.releases.values()
                     if e.release is not None and e.release.spec.cluster == cluster.name
                 ]
-                self.deployers[cluster.name] = make_deployer(
+                self.deployers[cluster.name] = self.deployer_factory(
                     cluster, self.stores.state_dir, self.now, cache, releases
                 )
             return self.deployers[cluster.name]

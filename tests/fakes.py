@@ -8,7 +8,13 @@ from typing import Any
 
 from convoy_batch.deployers.base import Deployer, Manifest, key_of
 from convoy_batch.deployers.directory import DirectoryDeployer, dump, load
-from convoy_batch.errors import ApplyFailed, ClusterUnavailable, DryRunFailed, PruneFailed
+from convoy_batch.errors import (
+    ApplyFailed,
+    ClusterUnavailable,
+    DryRunFailed,
+    Forbidden,
+    PruneFailed,
+)
 from convoy_batch.models import ObjectKey
 
 Trigger = bool | Callable[[ObjectKey], bool]
@@ -22,7 +28,8 @@ class FailingDeployer:
     """Wraps a Deployer and fails on demand.
 
     Each trigger is a bool (every object) or a predicate on the ObjectKey:
-    ``unavailable`` raises ClusterUnavailable from every method, ``fail_dry_run``
+    ``unavailable`` raises ClusterUnavailable from every method, ``forbidden``
+    Forbidden (the server refuses the credentials) from every method, ``fail_dry_run``
     DryRunFailed, ``fail_apply`` ApplyFailed (objects before the failing one are applied,
     as a server applies one by one), ``fail_delete`` PruneFailed. ``applied`` and
     ``deleted`` list the keys that reached the wrapped deployer; ``dry_runs`` counts calls.
@@ -34,6 +41,7 @@ class FailingDeployer:
         self.fail_apply: Trigger = False
         self.fail_delete: Trigger = False
         self.unavailable: Trigger = False
+        self.forbidden: Trigger = False
         self.applied: list[ObjectKey] = []
         self.deleted: list[ObjectKey] = []
         self.dry_runs = 0
@@ -42,6 +50,8 @@ class FailingDeployer:
         for key in keys:
             if _fires(self.unavailable, key):
                 raise ClusterUnavailable(f"cluster unavailable (test) reading {key}")
+            if _fires(self.forbidden, key):
+                raise Forbidden(f"forbidden (test): {key}")
 
     def dry_run(self, objects: Sequence[Manifest]) -> None:
         keys = [key_of(o) for o in objects]

@@ -1,7 +1,11 @@
 """A scenario harness: a real GitOps repository in a temporary folder, the directory
-cluster under the state directory, and the CLI run in-process. Tests play the
-cluster's controllers by writing ``status`` into the cluster's object files."""
+cluster under the state directory, and the CLI run in-process (or as its own process, to
+see every line it prints). Tests play the cluster's controllers by writing ``status``
+into the cluster's object files."""
 
+import os
+import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -16,6 +20,7 @@ from convoy_batch.cli import main
 from convoy_batch.timefmt import format_time, parse_time
 
 T0 = parse_time("2026-11-29T12:00:00Z")
+PROJECT = Path(__file__).resolve().parents[1]
 
 CLUSTER = """\
 apiVersion: convoy.dev/v1alpha1
@@ -137,6 +142,17 @@ class Scenario:
         code = main(["--repo", str(self.root), "--state", str(self.state), *args])
         captured = self.capsys.readouterr()
         return Result(code, captured.out, captured.err)
+
+    def cli_process(self, *args: str) -> Result:
+        """The CLI in a process of its own (``python -m convoy_batch.cli``): its exit code
+        and everything a person sees, the log's lines included."""
+        done = subprocess.run(
+            [sys.executable, "-m", "convoy_batch.cli", "--repo", str(self.root), "--state",
+             str(self.state), *args],
+            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(PROJECT)},
+            timeout=300, check=False,
+        )  # fmt: skip
+        return Result(done.returncode, done.stdout, done.stderr)
 
     def reconcile(self, *names: str, minutes: float = 0, extra: tuple[str, ...] = ()) -> Result:
         now = format_time(T0 + timedelta(minutes=minutes))

@@ -5,11 +5,7 @@ Releases, reconciled in one tick. Every bad Release gets an error status of the 
 reason in one line naming what is wrong, the tick exits 1 without a traceback, and the
 healthy Releases reconcile as if the bad ones were not there."""
 
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -441,22 +437,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Scenario, Any]:
         for rel, text in case.files or (("configmap.yaml", CONFIGMAP),):
             files[f"apps/{key}/{rel}"] = text
     s.commit(files, "healthy and malformed Releases")
-    root = Path(__file__).resolve().parents[1]
-    done = subprocess.run(
-        [sys.executable, "-m", "convoy_batch.cli", "--repo", str(s.root), "--state",
-         str(s.state), "reconcile", "--all", "--now", "2026-11-29T12:00:00Z"],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)},
-        timeout=300,
-    )  # fmt: skip
-    return s, done
+    return s, s.cli_process("reconcile", "--all", "--now", "2026-11-29T12:00:00Z")
 
 
 def test_the_tick_exits_1_in_one_line_per_error_and_without_a_traceback(world: Any) -> None:
     _, done = world
-    assert done.returncode == 1, done.stderr[-2000:]
-    assert "Traceback" not in done.stderr
+    assert done.code == 1, done.err[-2000:]
+    assert "Traceback" not in done.err
     assert len(CASES) >= 100
-    for line in done.stderr.splitlines():
+    for line in done.err.splitlines():
         assert all(c.isprintable() for c in line), line
 
 
@@ -472,8 +461,8 @@ def test_the_healthy_releases_reconcile(world: Any, name: str) -> None:
 def test_a_malformed_input_is_one_error_line_of_its_release(world: Any, key: str) -> None:
     s, done = world
     case = CASES[key]
-    lines = [ln for ln in done.stderr.splitlines() if ln.startswith(f"{key}: ")]
-    assert len(lines) == 1, (key, [ln for ln in done.stderr.splitlines() if key in ln])
+    lines = [ln for ln in done.err.splitlines() if ln.startswith(f"{key}: ")]
+    assert len(lines) == 1, (key, [ln for ln in done.err.splitlines() if key in ln])
     assert lines[0].startswith(f"{key}: {case.reason}: "), lines[0]
     assert case.named in lines[0], lines[0]
     assert s.has_status(key)

@@ -12,11 +12,13 @@ and for logs.
 """
 
 import json
+import logging
 import os
 import ssl
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,18 +79,59 @@ def load_configuration(target: KubernetesTarget, base: Path, where: str) -> Any:
     path = kubeconfig_path(target, base)
     configuration = k8s_client.Configuration()
     try:
-        k8s_config.load_kube_config(
-            config_file=path,
-            context=target.context,
-            client_configuration=configuration,
-            persist_config=False,
-        )
+        with _loader_errors() as logged:
+            k8s_config.load_kube_config(
+                config_file=path,
+                context=target.context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
     except Exception as exc:  # any way a user's file fails to load
-        # (bad YAML, missing fields, bad certificate data, a failing exec plugin) is one
-        # line naming the file; the loader's messages name files and keys, never tokens.
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ClusterUnavailable(f"{where}: cannot load kubeconfig {path}: {first_line}") from None
+        # (bad YAML, missing fields, bad certificate data) is one line naming the file;
+        # the loader's messages name files and keys, never tokens.
+        raise _unloadable(where, path, str(exc).strip() or type(exc).__name__) from None
+    if logged:  # an exec plugin that failed: the configuration has no credentials
+        raise _unloadable(where, path, logged[0])
     return configuration
+
+
+def _unloadable(where: str, path: str, problem: str) -> ClusterUnavailable:
+    lines = problem.strip().splitlines()
+    first_line = lines[0] if lines else "unknown problem"
+    return ClusterUnavailable(f"{where}: cannot load kubeconfig {path}: {first_line}")
+
+
+_LOADER = os.path.dirname(k8s_config.__file__) + os.sep
+_LOADING = threading.Lock()
+
+
+class _LoaderErrors(logging.Filter):
+    """Takes the errors the kubeconfig loader logs off the log and keeps their messages."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR or not record.pathname.startswith(_LOADER):
+            return True
+        self.messages.append(record.getMessage())
+        return False
+
+
+@contextmanager
+def _loader_errors() -> Iterator[list[str]]:
+    """The messages of the errors the kubeconfig loader logs meanwhile. It logs an exec
+    plugin that fails (exit code, missing command, output without a credential) instead of
+    raising, and goes on without credentials: every request would be anonymous."""
+    caught = _LoaderErrors()
+    root = logging.getLogger()  # the loader logs through the logging module's functions
+    with _LOADING:
+        root.addFilter(caught)
+        try:
+            yield caught.messages
+        finally:
+            root.removeFilter(caught)
 
 
 def _pool(configuration: Any) -> urllib3.PoolManager:
