@@ -9,11 +9,10 @@ from dataclasses import dataclass
 
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.errors import ConvoyError, Forbidden
-from convoy_batch.models import InventoryEntry, ObjectKey, Phase, ReleaseInventory
+from convoy_batch.models import Identity, InventoryEntry, ObjectKey, Phase, ReleaseInventory
 from convoy_batch.render import RenderedObject
 
 log = logging.getLogger("convoy_batch")
-Identity = tuple[str, str, str, str]
 
 
 def record_applied(
