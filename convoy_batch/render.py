@@ -4,7 +4,8 @@ Variables are substituted in the file text, the files are parsed as kubectl pars
 them (YAML 1.1 scalars as go-yaml v2 resolves them, timestamps and binary kept as
 their text), namespaces defaulted, duplicates refused, and the object list hashed
 into the ``renderRef``. Only then are the convoy label and render annotation added,
-so equal content gives the same ref on every machine.
+so equal content gives the same ref on every machine. A render is at most
+:data:`MAX_OBJECTS` objects and :data:`MAX_BYTES` of canonical JSON (RenderFailed).
 """
 
 import hashlib
