@@ -15,7 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 from convoy_batch.errors import UsageError, one_line
 from convoy_batch.hints import ParseCache
 from convoy_batch.models import Cluster, Model, Name, Release, parse_model
-from convoy_batch.render import load_documents
+from convoy_batch.yamlload import load_documents
 
 RELEASES_DIR = "releases"
 CLUSTERS_DIR = "clusters"

@@ -39,7 +39,7 @@ from pathlib import Path
 import git
 from gitdb.util import LockedFD
 
-from convoy_batch.store import atomic_write
+from convoy_batch.statefiles import atomic_write
 
 BOT_NAME = "convoy-batch"
 BOT_EMAIL = "convoy-batch@localhost"

@@ -24,6 +24,7 @@ finish before the first wave); a LoadBalancer Service waits for
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from convoy_batch.kinds import group_of
 from convoy_batch.models import HealthState
 
 Result = tuple[HealthState, str]
@@ -230,7 +231,7 @@ KIND_RULES: dict[str, Rule] = {
 
 def _kind_key(obj: Mapping[str, Any]) -> tuple[str, str]:
     """``("apps/Deployment", "Deployment")`` from apiVersion and kind."""
-    group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+    group = group_of(str(obj.get("apiVersion") or ""))
     kind = str(obj.get("kind") or "")
     return f"{group}/{kind}", kind
 

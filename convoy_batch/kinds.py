@@ -1,6 +1,10 @@
 """What the reconciler knows of Kubernetes kinds without asking a server: scope and
-apply order (SPEC 3). Pure, no I/O.
+apply order (SPEC 3), and the kinds a batch's CustomResourceDefinitions define. Pure,
+no I/O.
 """
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 # Kinds that live outside namespaces, keyed by (group, kind).
 CLUSTER_SCOPED: frozenset[tuple[str, str]] = frozenset(
@@ -67,3 +71,28 @@ def is_cluster_scoped(
 
 def kind_rank(kind: str) -> int:
     return _RANK.get(kind, len(KIND_ORDER))
+
+
+def _crds(objects: Iterable[Any]) -> Iterator[tuple[str, str, Any]]:
+    """(group, kind, scope) of the custom resources these CustomResourceDefinitions
+    define; objects of other kinds, and CRDs that name no kind, are passed over."""
+    for obj in objects:
+        if not isinstance(obj, Mapping) or obj.get("kind") != "CustomResourceDefinition":
+            continue
+        spec = obj.get("spec")
+        spec = spec if isinstance(spec, Mapping) else {}
+        names = spec.get("names")
+        kind = names.get("kind") if isinstance(names, Mapping) else None
+        if kind:
+            yield str(spec.get("group") or ""), str(kind), spec.get("scope")
+
+
+def crd_kinds(objects: Iterable[Any]) -> frozenset[tuple[str, str]]:
+    """(group, kind) of every custom resource these objects' CRDs define."""
+    return frozenset((group, kind) for group, kind, _ in _crds(objects))
+
+
+def cluster_scoped_crds(objects: Iterable[Any]) -> frozenset[tuple[str, str]]:
+    """(group, kind) of every custom resource these objects' CRDs define with scope
+    Cluster: the ``extra`` of :func:`is_cluster_scoped`."""
+    return frozenset((group, kind) for group, kind, scope in _crds(objects) if scope == "Cluster")

@@ -5,7 +5,6 @@ snake_case. Unknown fields are refused (``extra="forbid"``); durations and times
 through :mod:`convoy_batch.timefmt` so they parse and print one way everywhere.
 """
 
-import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -23,6 +22,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from convoy_batch.kinds import group_of
+from convoy_batch.names import KIND, is_label, is_path_segment, is_subdomain
 from convoy_batch.timefmt import format_duration, format_time, parse_duration, parse_time
 
 API_VERSION = "convoy.dev/v1alpha1"
@@ -41,11 +42,9 @@ Time = Annotated[
     datetime, BeforeValidator(parse_time), PlainSerializer(format_time, return_type=str)
 ]
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-
 
 def _dns1123_label(name: str) -> str:
-    if not _DNS1123_LABEL.match(name):
+    if not is_label(name):
         raise ValueError(f"{name!r} is not a DNS-1123 label (lower case a-z, 0-9, '-', max 63)")
     return name
 
@@ -294,6 +293,10 @@ class Health(Model):
     observed_at: Time
 
 
+Identity = tuple[str, str, str, str]
+"""(group, kind, namespace or "", name): what makes two objects the same object (SPEC 3)."""
+
+
 class ObjectKey(Model):
     """Identity of an object: (group, kind, namespace, name); ``version`` for the API."""
 
@@ -304,15 +307,41 @@ class ObjectKey(Model):
 
     @property
     def group(self) -> str:
-        return self.api_version.rpartition("/")[0]
+        return group_of(self.api_version)
 
-    def identity(self) -> tuple[str, str, str, str]:
+    def identity(self) -> Identity:
         return (self.group, self.kind, self.namespace or "", self.name)
+
+    def name_problem(self) -> str | None:
+        """Why this key cannot name a stored object (None: it can): a namespace that is
+        not a DNS-1123 label, a kind or group that is not valid, a name that is no path
+        segment. A directory cluster keeps each object in a file named from its identity,
+        and an inventory's entries name objects to prune: an identity that is not a
+        Kubernetes name could name a path outside the cluster."""
+        if self.namespace is not None and not is_label(self.namespace):
+            return f"{self}: namespace {self.namespace!r} is not a DNS-1123 label"
+        if not KIND.match(self.kind) or (self.group and not is_subdomain(self.group)):
+            return f"{self}: kind or group is not valid"
+        if not is_path_segment(self.name):
+            return f"{self}: name {self.name!r} cannot be a file name"
+        return None
 
     def __str__(self) -> str:
         kind = f"{self.kind}.{self.group}" if self.group else self.kind
         where = f"{self.namespace}/" if self.namespace else ""
         return f"{kind} {where}{self.name}"
+
+
+def key_of(manifest: Mapping[str, Any]) -> ObjectKey:
+    """The key of a manifest; missing fields become empty text (a deployer names what it
+    refuses with it)."""
+    meta = manifest.get("metadata") or {}
+    return ObjectKey(
+        api_version=str(manifest.get("apiVersion", "")),
+        kind=str(manifest.get("kind", "")),
+        namespace=meta.get("namespace") or None,
+        name=str(meta.get("name", "")),
+    )
 
 
 class InventoryEntry(Model):

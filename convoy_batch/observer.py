@@ -14,11 +14,10 @@ from convoy_batch.models import (
     ANNOTATION_RENDER,
     Health,
     HealthState,
+    Identity,
     InventoryEntry,
     ReleaseInventory,
 )
-
-Identity = tuple[str, str, str, str]
 
 
 def _render_ref(live: Manifest | None) -> str | None:

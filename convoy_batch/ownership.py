@@ -16,9 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from convoy_batch.errors import ConvoyError, OwnershipConflict
-from convoy_batch.models import ObjectKey, ReleaseInventory
-
-Identity = tuple[str, str, str, str]
+from convoy_batch.models import Identity, ObjectKey, ReleaseInventory
 
 
 class Ownership:

@@ -4,7 +4,8 @@ Variables are substituted in the file text, the files are parsed as kubectl pars
 them (YAML 1.1 scalars as go-yaml v2 resolves them, timestamps and binary kept as
 their text), namespaces defaulted, duplicates refused, and the object list hashed
 into the ``renderRef``. Only then are the convoy label and render annotation added,
-so equal content gives the same ref on every machine.
+so equal content gives the same ref on every machine. A render is at most
+:data:`MAX_OBJECTS` objects and :data:`MAX_BYTES` of canonical JSON (RenderFailed).
 """
 
 import hashlib
@@ -14,11 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-import yaml
-
 from convoy_batch import yamlload
 from convoy_batch.errors import RenderFailed
-from convoy_batch.kinds import group_of, is_cluster_scoped, kind_rank
+from convoy_batch.kinds import cluster_scoped_crds, group_of, is_cluster_scoped, kind_rank
 from convoy_batch.models import (
     ANNOTATION_HOOK,
     ANNOTATION_PRUNE,
@@ -26,118 +25,26 @@ from convoy_batch.models import (
     ANNOTATION_SYNC_WAVE,
     LABEL_RELEASE,
     Cluster,
+    Identity,
     ObjectKey,
     Phase,
     Release,
+    key_of,
 )
 from convoy_batch.rollout.waves import POST_SYNC, PRE_SYNC, order_phases
 
-if TYPE_CHECKING:  # source -> gitops -> render (load_documents): no import cycle at run time
+if TYPE_CHECKING:  # a type only: rendering reads no source itself
     from convoy_batch.source import SourceSnapshot
 
 Manifest = dict[str, Any]
 HookName = Literal["PreSync", "PostSync"]
 
-# --- Parsing as kubectl does ---------------------------------------------------------
-
-
-class ManifestLoader(yaml.CSafeLoader):
-    """CSafeLoader with go-yaml v2's implicit scalars (what kubectl uses): YAML 1.1
-    booleans including ``y``/``n``, Go integer syntax (``0x``, ``0o``, ``0b``, leading
-    ``0`` octal), no base-60 numbers, no timestamps; ``!!binary`` and ``!!timestamp``
-    stay text; mapping keys become strings as in JSON."""
-
-    yaml_implicit_resolvers: dict[Any, Any] = {}  # noqa: RUF012 - PyYAML's class registry
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        """As SafeConstructor's, with keys turned to text as they are read, so that
-        ``1`` and ``true`` stay two keys."""
-        if not isinstance(node, yaml.MappingNode):
-            return super().construct_mapping(node, deep)  # raises its usual error
-        self.flatten_mapping(node)
-        mapping = {}
-        for key_node, value_node in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if type(key) is not str:
-                key = _key_text(key, key_node)
-            mapping[key] = self.construct_object(value_node, deep=deep)
-        return mapping
-
-
-def _key_text(key: Any, node: yaml.Node) -> str:
-    if isinstance(key, list | dict):
-        raise yaml.constructor.ConstructorError(
-            None, None, "a mapping key must be a scalar", node.start_mark
-        )
-    if isinstance(key, bool):
-        return "true" if key else "false"
-    return "null" if key is None else str(key)
-
-
-def _construct_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
-    text = str(loader.construct_scalar(node)).replace("_", "")  # type: ignore[arg-type]
-    sign, digits = (-1, text[1:]) if text.startswith("-") else (1, text.removeprefix("+"))
-    if len(digits) > 1 and digits[0] == "0" and digits[1].isdigit():
-        return sign * int(digits, 8)  # Go reads a leading 0 as octal
-    return sign * int(digits, 0)
-
-
-def _construct_bool(loader: yaml.SafeLoader, node: yaml.Node) -> bool:
-    text = str(loader.construct_scalar(node)).lower()  # type: ignore[arg-type]
-    return text in ("y", "yes", "true", "on")
-
-
-def _construct_text(loader: yaml.SafeLoader, node: yaml.Node) -> str:
-    return str(loader.construct_scalar(node))  # type: ignore[arg-type]
-
-
-_RESOLVERS: tuple[tuple[str, str, str], ...] = (
-    (
-        "bool",
-        r"^(?:y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$",
-        "yYnNtTfFoO",
-    ),
-    ("null", r"^(?:~|null|Null|NULL|)$", "~nN"),
-    (
-        "int",
-        r"^[-+]?(?:0[bB][01_]+|0[oO][0-7_]+|0[xX][0-9a-fA-F_]+|0[0-7_]*|[1-9][0-9_]*)$",
-        "-+0123456789",
-    ),
-    (
-        "float",
-        r"^(?:[-+]?(?:\.[0-9_]+|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9]+)?"
-        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
-        "-+0123456789.",
-    ),
-    ("merge", r"^<<$", "<"),
-)
-for _tag, _pattern, _first in _RESOLVERS:
-    ManifestLoader.add_implicit_resolver(
-        f"tag:yaml.org,2002:{_tag}",
-        re.compile(_pattern),
-        [*_first, ""] if _tag == "null" else list(_first),  # "": the empty scalar
-    )
-ManifestLoader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
-ManifestLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
-ManifestLoader.add_constructor("tag:yaml.org,2002:timestamp", _construct_text)
-ManifestLoader.add_constructor("tag:yaml.org,2002:binary", _construct_text)
-
-
-def load_documents(text: str, where: str) -> list[Any]:
-    """Every non-empty YAML document of ``text``; a syntax error raises ValueError
-    with one line naming ``where`` and the line."""
-    try:
-        docs = yamlload.load_all(text, ManifestLoader, where)
-        return [doc for doc in docs if doc is not None]
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = f"line {mark.line + 1}: " if mark is not None else ""
-        raise ValueError(f"{where}: {line}invalid YAML: {exc.problem or exc.context}") from None
-    except yamlload.LimitExceeded:
-        raise
-    except (yaml.YAMLError, ValueError) as exc:  # a ReaderError (control characters) too
-        raise ValueError(f"{where}: invalid YAML: {' '.join(str(exc).split())}") from None
-
+MAX_OBJECTS = 10_000
+"""Objects in one render, at most."""
+MAX_BYTES = 32 * 1024 * 1024
+"""Bytes of one render's canonical JSON (what its renderRef hashes and the render store
+keeps), at most. Documents are measured as they are read (their scalars, aliases
+expanded), so a render far over the limit is refused before its JSON is made."""
 
 # --- Step 2: variables -----------------------------------------------------------------
 
@@ -157,11 +64,15 @@ def variables_for(release: Release, cluster: Cluster) -> dict[str, str]:
 
 def substitute(text: str, variables: Mapping[str, str], where: str) -> str:
     """Replace every ``${name}``; ``$${x}`` is a literal ``${x}``. Every ``${...}`` is a
-    reference: an undefined or malformed one is a RenderFailed naming it and ``where``."""
+    reference: an undefined or malformed one is a RenderFailed naming it and ``where``.
+    A text that substitution would grow past the file limit (``yamlload.MAX_TEXT``) is a
+    RenderFailed before it is made."""
     if "${" not in text:
         return text
+    length = len(text)
 
     def replace(match: re.Match[str]) -> str:
+        nonlocal length
         escaped, name = match.group(1), match.group(2)
         if escaped:
             return match.group(0)[1:]
@@ -169,6 +80,12 @@ def substitute(text: str, variables: Mapping[str, str], where: str) -> str:
             raise RenderFailed(f"{where}: invalid variable reference ${{{name}}}")
         if name not in variables:
             raise RenderFailed(f"{where}: undefined variable ${{{name}}}")
+        length += len(variables[name]) - len(match.group(0))
+        if length > yamlload.MAX_TEXT:
+            raise RenderFailed(
+                f"{where}: over {yamlload.MAX_TEXT} characters once variables are "
+                f"substituted; at most {yamlload.MAX_TEXT} are read"
+            )
         return variables[name]
 
     return _REFERENCE.sub(replace, text)
@@ -177,18 +94,23 @@ def substitute(text: str, variables: Mapping[str, str], where: str) -> str:
 # --- Step 1 (parse) ----------------------------------------------------------------------
 
 
-def parse_file(path: str, text: str) -> list[Any]:
-    """The non-empty documents of one source file: JSON for ``*.json``, else YAML."""
+def parse_file(path: str, text: str) -> list[yamlload.Document]:
+    """The non-empty documents of one source file: JSON for ``*.json``, else YAML; a
+    file of either is at most ``yamlload.MAX_TEXT`` characters."""
     if not path.endswith(".json"):
         try:
-            return load_documents(text, path)
+            return yamlload.documents(text, path)
         except ValueError as exc:
             raise RenderFailed(str(exc)) from None
+    if len(text) > yamlload.MAX_TEXT:
+        raise RenderFailed(f"{path}: {len(text)} characters; at most {yamlload.MAX_TEXT} are read")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise RenderFailed(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
-    return [] if doc is None else [doc]
+    # JSON has no aliases: its objects are no larger than its text, measured as a whole
+    # once the render's JSON is made.
+    return [] if doc is None else [yamlload.Document(doc, 0)]
 
 
 def _check_object(doc: Any, where: str) -> Manifest:
@@ -210,38 +132,41 @@ def _check_object(doc: Any, where: str) -> Manifest:
 
 
 def _parse_source(
-    snapshot: "SourceSnapshot", variables: Mapping[str, str]
+    snapshot: "SourceSnapshot", variables: Mapping[str, str], release: str
 ) -> list[tuple[str, Manifest]]:
-    objects = []
+    objects: list[tuple[str, Manifest]] = []
+    size = 0
     for file in snapshot.files:
         docs = parse_file(file.path, substitute(file.text, variables, file.path))
+        size += sum(doc.size for doc in docs)
+        _check_limits(release, len(objects) + len(docs), size)
         for index, doc in enumerate(docs, start=1):
             where = file.path if len(docs) == 1 else f"{file.path} (document {index})"
-            objects.append((where, _check_object(doc, where)))
+            objects.append((where, _check_object(doc.value, where)))
     return objects
+
+
+def _check_limits(release: str, objects: int, size: int) -> None:
+    """RenderFailed naming the Release and the limit when a render is over one."""
+    if objects > MAX_OBJECTS:
+        raise RenderFailed(
+            f"Release {release}: the render holds more than {MAX_OBJECTS:,} objects, "
+            f"the most one render may hold"
+        )
+    if size > MAX_BYTES:
+        raise RenderFailed(
+            f"Release {release}: the render is over {MAX_BYTES:,} bytes (32 MiB) of JSON, "
+            "the most one render may be"
+        )
 
 
 # --- Steps 3 and 4: scope and identity ----------------------------------------------------
 
 
-def _cluster_scoped_crds(objects: Sequence[tuple[str, Manifest]]) -> frozenset[tuple[str, str]]:
-    """(group, kind) of every CustomResourceDefinition in the render with scope Cluster."""
-    found = set()
-    for _, obj in objects:
-        if obj["kind"] != "CustomResourceDefinition":
-            continue
-        spec = obj.get("spec")
-        if isinstance(spec, dict) and spec.get("scope") == "Cluster":
-            names = spec.get("names")
-            kind = names.get("kind") if isinstance(names, dict) else None
-            found.add((str(spec.get("group", "")), str(kind)))
-    return frozenset(found)
-
-
 def _default_namespaces(objects: Sequence[tuple[str, Manifest]], namespace: str) -> None:
     """Namespaced objects without one get ``namespace``; cluster-scoped objects lose any
     namespace, as the API server ignores it (decided: dropped, not an error)."""
-    crds = _cluster_scoped_crds(objects)
+    crds = cluster_scoped_crds(obj for _, obj in objects)
     for _, obj in objects:
         meta = obj["metadata"]
         if is_cluster_scoped(group_of(obj["apiVersion"]), obj["kind"], crds):
@@ -250,30 +175,13 @@ def _default_namespaces(objects: Sequence[tuple[str, Manifest]], namespace: str)
             meta["namespace"] = namespace
 
 
-def identity(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
-    """(group, kind, namespace, name): the sort and duplicate key of SPEC 3."""
-    meta = obj["metadata"]
-    return (group_of(obj["apiVersion"]), obj["kind"], meta.get("namespace") or "", meta["name"])
-
-
 def _check_duplicates(objects: Sequence[tuple[str, Manifest]]) -> None:
-    seen: dict[tuple[str, str, str, str], str] = {}
+    seen: dict[Identity, str] = {}
     for where, obj in objects:
-        ident = identity(obj)
-        if ident in seen:
-            key = key_of(obj)
-            raise RenderFailed(f"{key} is defined twice: in {seen[ident]} and in {where}")
-        seen[ident] = where
-
-
-def key_of(obj: Mapping[str, Any]) -> ObjectKey:
-    meta = obj["metadata"]
-    return ObjectKey(
-        api_version=obj["apiVersion"],
-        kind=obj["kind"],
-        namespace=meta.get("namespace") or None,
-        name=meta["name"],
-    )
+        key = key_of(obj)
+        if key.identity() in seen:
+            raise RenderFailed(f"{key} is defined twice: in {seen[key.identity()]} and in {where}")
+        seen[key.identity()] = where
 
 
 # --- Step 5: the canonical form and its hash ------------------------------------------------
@@ -419,7 +327,7 @@ def _assemble(
 
 def render(snapshot: "SourceSnapshot", release: Release, cluster: Cluster) -> Render:
     """SPEC 3 steps 2-6 over the fetched files (step 1 and 7 are the fetch's)."""
-    objects = _parse_source(snapshot, variables_for(release, cluster))
+    objects = _parse_source(snapshot, variables_for(release, cluster), release.name)
     _default_namespaces(objects, release.spec.namespace)
     _check_duplicates(objects)
     if not objects and not release.spec.sync_policy.allow_empty:
@@ -427,8 +335,10 @@ def render(snapshot: "SourceSnapshot", release: Release, cluster: Cluster) -> Re
         raise RenderFailed(
             f"source.path {path!r}: the render is empty (syncPolicy.allowEmpty is false)"
         )
-    objects.sort(key=lambda item: identity(item[1]))
-    return _assemble(objects, _canonical(objects), release.name, snapshot.revision)
+    objects.sort(key=lambda item: key_of(item[1]).identity())
+    canonical = _canonical(objects)
+    _check_limits(release.name, len(objects), len(canonical))
+    return _assemble(objects, canonical, release.name, snapshot.revision)
 
 
 def load_render(canonical: bytes, release_name: str, revision: str | None) -> Render:

@@ -32,13 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO
 
-import filelock
 import git
 from git.exc import ODBError
 
 from convoy_batch.errors import SourceFailed
 from convoy_batch.gitops import GitOpsRepo
 from convoy_batch.models import Release
+from convoy_batch.store import LockBusy, Locks
 
 SOURCE_SUFFIXES = (".yaml", ".yml", ".json")
 REMOTE_HEAD = "refs/convoy/remote-head"
@@ -92,6 +92,7 @@ class SourceResolver:
     def __init__(self, gitops: GitOpsRepo, state_dir: Path) -> None:
         self._gitops = gitops
         self._cache_dir = Path(state_dir) / "sources"
+        self._locks = Locks(state_dir)
         self._head = gitops.repo.head.commit
         self._repos: dict[RepoKey, git.Repo] = {None: gitops.repo}
         self._fetch_errors: dict[str, str] = {}
@@ -165,9 +166,10 @@ class SourceResolver:
         """Fetch every branch, tag and the remote HEAD into the cached bare clone."""
         if url.startswith("-"):
             raise SourceFailed(f"source.url {redact(url)!r}: not a repository URL or path")
-        directory = self._cache_dir / hashlib.sha256(url.encode()).hexdigest()[:16]
+        digest = hashlib.sha256(url.encode()).hexdigest()[:16]
+        directory = self._cache_dir / digest
         try:
-            with filelock.FileLock(f"{directory}.lock", timeout=_FETCH_LOCK_TIMEOUT_S):
+            with self._locks.source(digest, timeout=_FETCH_LOCK_TIMEOUT_S):
                 repo = git.Repo.init(directory, bare=True)
                 with repo.git.custom_environment(GIT_TERMINAL_PROMPT="0"):
                     repo.git.fetch(
@@ -177,7 +179,7 @@ class SourceResolver:
         except git.GitCommandError as exc:
             error = redact(_git_error(exc))
             raise SourceFailed(f"source.url {redact(url)!r}: fetch failed: {error}") from None
-        except filelock.Timeout:
+        except LockBusy:
             raise SourceFailed(f"source.url {redact(url)!r}: the source cache is locked") from None
         return repo
 

@@ -1,11 +1,12 @@
 """The text of ``status/<name>.yaml`` (SPEC 10): parse and write, no I/O.
 
-Reading uses PyYAML's C parser with the YAML 1.2 core scalars that ruamel writes (a
-quiet tick parses every status). Writing uses ruamel.yaml's round trip, so an existing
-file keeps its comments and key order; a file without comments (every file convoy-batch
-wrote) is written fresh. The comment handling lifts ruamel's comment tokens
-(``CommentedMap.ca.items``, written against ruamel.yaml 0.18) off an entry and puts them
-back after the merge, so a comment below an entry stays below it.
+Reading uses PyYAML's C parser with the YAML 1.2 core scalars that ruamel writes
+(:class:`convoy_batch.yamlload.StatusLoader`; a quiet tick parses every status). Writing
+uses ruamel.yaml's round trip, so an existing file keeps its comments and key order; a
+file without comments (every file convoy-batch wrote) is written fresh. The comment
+handling lifts ruamel's comment tokens (``CommentedMap.ca.items``, written against
+ruamel.yaml 0.18) off an entry and puts them back after the merge, so a comment below an
+entry stays below it.
 """
 
 import io
@@ -14,7 +15,6 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import CommentMark
@@ -29,33 +29,13 @@ from convoy_batch.models import ReleaseStatus, parse_model
 _TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 
-# --- Reading: PyYAML's C parser with the YAML 1.2 core scalars that ruamel writes ------
-
-
-class _StatusLoader(yaml.CSafeLoader):
-    """YAML 1.2 core schema (ruamel leaves ``no`` or ``1:20`` unquoted), at C speed."""
-
-
-_StatusLoader.yaml_implicit_resolvers = {}
-for _tag, _pattern, _first in (
-    ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
-    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", list("tTfF")),
-    ("int", r"^[-+]?[0-9]+$", list("-+0123456789")),
-):
-    _StatusLoader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern), _first)
-_StatusLoader.add_constructor("tag:yaml.org,2002:int", lambda _, node: int(node.value))
+# --- Reading ----------------------------------------------------------------------------
 
 
 def parse_status(text: bytes | str, source: str) -> ReleaseStatus:
     """Parse a status file; ValueError with one line naming ``source`` and the field."""
-    try:
-        text = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
-        docs = yamlload.load_all(text, _StatusLoader, source)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or exc
-        raise ValueError(f"{source}: not valid YAML: {where}{problem}") from None
+    text = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+    docs = yamlload.load_documents(text, source, yamlload.StatusLoader)
     if len(docs) > 1:
         raise ValueError(f"{source}: holds {len(docs)} documents; a status is one")
     data = docs[0] if docs else None

@@ -28,11 +28,12 @@ from pathlib import Path
 
 from convoy_batch.errors import StateFailed, UsageError
 from convoy_batch.models import ReleaseInventory, parse_model
-from convoy_batch.names import key_problem
+from convoy_batch.names import is_label
 from convoy_batch.statefiles import (
     DIR_MODE,
     FILE_MODE,
     Writer,
+    atomic_write,
     folder_problem,
     open_inside,
     open_state_dir,
@@ -41,13 +42,11 @@ from convoy_batch.statefiles import (
     real_root,
     remove_leftovers,
 )
-from convoy_batch.statefiles import atomic_write as atomic_write  # also for status files
 
 log = logging.getLogger("convoy_batch")
 
 _REF = re.compile(r"^sha256:([0-9a-f]{64})$")
 _BLOB_FILE = re.compile(r"^([0-9a-f]{64})\.json$")
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # Ticks, locks and status files also exist for Releases whose file is invalid, named
 # after the file (SPEC 10): any plain file name, but never a path or a dot file.
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
@@ -63,7 +62,7 @@ def ref_hex(ref: str) -> str:
 
 def check_release_name(name: str) -> str:
     """A Release name as stored: a DNS-1123 label; ValueError otherwise."""
-    if not isinstance(name, str) or not _DNS1123_LABEL.match(name):
+    if not isinstance(name, str) or not is_label(name):
         raise ValueError(f"not a Release name (DNS-1123 label): {name!r}")
     return name
 
@@ -313,7 +312,7 @@ def _valid_entries(inventory: ReleaseInventory, path: Path) -> ReleaseInventory:
     a path outside a directory cluster, and no prune of it could ever succeed)."""
     kept = []
     for entry in inventory.entries:
-        if problem := key_problem(entry.key):
+        if problem := entry.key.name_problem():
             log.warning("%s: entry dropped: %s", path, problem)
         else:
             kept.append(entry)
@@ -327,8 +326,9 @@ class LockBusy(Exception):
 
 
 class Locks:
-    """``<state>/locks/``: cross-process file locks, one per Release and one for the repo.
-    A lock file that cannot be opened is StateFailed (one line)."""
+    """``<state>/locks/``: every cross-process file lock of convoy-batch, one per Release,
+    one for shared state files, one for the repo, one per source cache. A lock file that
+    cannot be opened is StateFailed (one line)."""
 
     def __init__(self, state_dir: Path) -> None:
         self.root = Path(state_dir) / "locks"
@@ -350,6 +350,13 @@ class Locks:
     def repo(self, timeout: float = 60) -> Iterator[None]:
         """Hold the lock that serialises commits and pushes to the GitOps repository."""
         with self._hold("repo.lock", timeout):
+            yield
+
+    @contextlib.contextmanager
+    def source(self, name: str, timeout: float) -> Iterator[None]:
+        """Hold the lock of the source cache ``<state>/sources/<name>`` (one fetch at a
+        time into a cached clone)."""
+        with self._hold(f"source-{check_file_name(name)}.lock", timeout):
             yield
 
     @contextlib.contextmanager

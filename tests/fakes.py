@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from convoy_batch.deployers.base import Deployer, Manifest, key_of
+from convoy_batch.deployers.base import Deployer, Manifest
 from convoy_batch.deployers.directory import DirectoryDeployer, dump, load
 from convoy_batch.errors import (
     ApplyFailed,
@@ -15,7 +15,7 @@ from convoy_batch.errors import (
     Forbidden,
     PruneFailed,
 )
-from convoy_batch.models import ObjectKey
+from convoy_batch.models import ObjectKey, key_of
 
 Trigger = bool | Callable[[ObjectKey], bool]
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import yaml
 
-from convoy_batch.deployers.base import Deployer, key_of
+from convoy_batch.deployers.base import Deployer
 from convoy_batch.deployers.directory import DirectoryDeployer
 from convoy_batch.errors import (
     ApplyFailed,
@@ -15,7 +15,7 @@ from convoy_batch.errors import (
     DryRunFailed,
     PruneFailed,
 )
-from convoy_batch.models import ObjectKey
+from convoy_batch.models import ObjectKey, key_of
 from tests.fakes import FailingDeployer, deployment_status_ready, set_status
 
 
@@ -324,7 +324,7 @@ def test_get_of_a_broken_file_is_cluster_unavailable_naming_the_file(
     cluster.apply([deployment()])
     path = cluster.path_of(key_of(deployment()))
     path.write_text("status: [unclosed\n")
-    with pytest.raises(ClusterUnavailable, match=r"web\.yaml: invalid YAML"):
+    with pytest.raises(ClusterUnavailable, match=r"web\.yaml: line 2: invalid YAML"):
         cluster.get(key_of(deployment()))
 
 

@@ -29,7 +29,7 @@ import pytest
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.hints import ParseCache
 from convoy_batch.models import Cluster, ObjectKey
-from convoy_batch.rollout import ERROR_REASONS
+from convoy_batch.reasons import ERROR_REASONS
 from convoy_batch.runner import TickReport, run_tick
 from convoy_batch.store import InventoryStore, RenderStore
 from convoy_batch.tick import make_deployer

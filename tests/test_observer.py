@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from convoy_batch.deployers.base import key_of
 from convoy_batch.deployers.directory import DirectoryDeployer
 from convoy_batch.errors import ClusterUnavailable
 from convoy_batch.models import (
@@ -16,6 +15,7 @@ from convoy_batch.models import (
     InventoryEntry,
     ObjectKey,
     ReleaseInventory,
+    key_of,
 )
 from convoy_batch.observer import health_changed, observe
 from tests.fakes import FailingDeployer, deployment_status_ready, set_status

@@ -10,8 +10,9 @@ import yaml
 
 from convoy_batch.errors import RenderFailed
 from convoy_batch.models import Cluster, ObjectKey, Release
-from convoy_batch.render import Render, load_documents, load_render, render
+from convoy_batch.render import Render, load_render, render
 from convoy_batch.source import SourceFile, SourceSnapshot
+from convoy_batch.yamlload import load_documents
 
 REVISION = "a" * 40
 

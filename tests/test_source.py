@@ -8,10 +8,12 @@ from typing import Any
 import git
 import pytest
 
+from convoy_batch import source
 from convoy_batch.errors import SourceFailed
 from convoy_batch.gitops import GitOpsRepo
 from convoy_batch.models import Release
 from convoy_batch.source import SourceResolver, SourceSnapshot
+from convoy_batch.store import Locks
 from tests.gitfixtures import commit_files, commit_symlink, make_repo, remove_files, write_files
 
 JSON_CM = '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}'
@@ -159,6 +161,18 @@ def test_a_remote_is_fetched_once_per_tick_and_again_on_the_next_tick(
     next_tick = SourceResolver(repo, tmp_path / "s").fetch(release("deploy", url=url))
     assert next_tick.revision == newer
     assert texts(next_tick) == {"deploy/cm.yaml": CM.format(name="newer")}
+
+
+def test_a_fetch_waits_for_the_source_cache_lock_of_the_state_directory(
+    gitops: git.Repo, upstream: git.Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = str(upstream.working_tree_dir)
+    digest = hashlib.sha256(url.encode()).hexdigest()[:16]
+    monkeypatch.setattr(source, "_FETCH_LOCK_TIMEOUT_S", 0.2)
+    held = Locks(tmp_path / "s").source(digest, timeout=0)  # another fetch into that cache
+    with held, pytest.raises(SourceFailed, match=r"the source cache is locked$"):
+        fetch(gitops, tmp_path / "s", release("deploy", url=url))
+    assert fetch(gitops, tmp_path / "s", release("deploy", url=url)).files
 
 
 def test_a_relative_url_is_relative_to_the_gitops_repository(

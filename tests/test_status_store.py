@@ -367,7 +367,7 @@ def test_load_all_reads_every_status_and_an_invalid_one_is_empty_with_a_warning(
     messages = sorted(r.getMessage() for r in caplog.records)
     assert len(messages) == 2
     assert messages[0].startswith("status/bad.yaml: rollout.state")
-    assert messages[1].startswith("status/broken.yaml: not valid YAML")
+    assert messages[1].startswith("status/broken.yaml: line 2: invalid YAML")
     assert all("\n" not in m for m in messages)
 
 

@@ -5,23 +5,12 @@ annotation). Implementations raise the typed errors of :mod:`convoy_batch.errors
 DryRunFailed, ApplyFailed, PruneFailed, ClusterUnavailable.
 """
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from convoy_batch.models import ObjectKey
 
 Manifest = dict[str, Any]
-
-
-def key_of(manifest: Mapping[str, Any]) -> ObjectKey:
-    """The identity of a rendered manifest."""
-    meta = manifest.get("metadata") or {}
-    return ObjectKey(
-        api_version=str(manifest.get("apiVersion", "")),
-        kind=str(manifest.get("kind", "")),
-        namespace=meta.get("namespace") or None,
-        name=str(meta.get("name", "")),
-    )
 
 
 class Deployer(Protocol):

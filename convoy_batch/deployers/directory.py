@@ -23,7 +23,6 @@ What it does as an API server would:
   deployer's life (one tick) removes the temp files of writes there that never landed.
 """
 
-import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import Any
 import yaml
 
 from convoy_batch import yamlload
-from convoy_batch.deployers.base import Manifest, key_of
+from convoy_batch.deployers.base import Manifest
 from convoy_batch.errors import (
     ApplyFailed,
     ClusterUnavailable,
@@ -41,15 +40,15 @@ from convoy_batch.errors import (
     StateFailed,
 )
 from convoy_batch.hints import ParseCache
-from convoy_batch.kinds import group_of, is_cluster_scoped
-from convoy_batch.models import ObjectKey
+from convoy_batch.kinds import cluster_scoped_crds, group_of, is_cluster_scoped
+from convoy_batch.models import Identity, ObjectKey, key_of
 from convoy_batch.names import (
     KIND,
     VERSION,
+    is_dns1035_label,
     is_label,
     is_path_segment,
     is_subdomain,
-    key_problem,
 )
 from convoy_batch.statefiles import (
     atomic_write,
@@ -65,25 +64,13 @@ CRD_GROUP = "apiextensions.k8s.io"
 SERVER_OWNED = ("generation", "uid", "creationTimestamp", "resourceVersion", "deletionTimestamp")
 NOT_SPEC = frozenset({"apiVersion", "kind", "metadata", "status"})
 
-_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 # RBAC objects only need to be valid path segments (e.g. "system:controller:x").
 _PATH_SEGMENT_KINDS = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
 
 
-class _Loader(yaml.CSafeLoader):
-    """The C loader, keeping timestamps as the strings they were written as (as kubectl)."""
-
-
-def _timestamp_as_text(loader: _Loader, node: yaml.Node) -> str:
-    assert isinstance(node, yaml.ScalarNode)  # the timestamp tag is only ever resolved on scalars
-    return str(loader.construct_scalar(node))
-
-
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
-
-
 class _Dumper(yaml.CSafeDumper):
-    """Never anchors/aliases: a shared dict must read as plain YAML to a human."""
+    """Never anchors/aliases: a shared dict must read as plain YAML to a human. What it
+    writes, ``yamlload.StoredObjectLoader`` reads."""
 
     def ignore_aliases(self, data: Any) -> bool:
         return True
@@ -99,7 +86,7 @@ def _name_problem(kind: str, name: str) -> str | None:
     elif kind == "Namespace":
         ok, rule = is_label(name), "a DNS-1123 label"
     elif kind == "Service":
-        ok, rule = len(name) <= 63 and bool(_DNS1035_LABEL.match(name)), "a DNS-1035 label"
+        ok, rule = is_dns1035_label(name), "a DNS-1035 label"
     else:
         ok, rule = is_subdomain(name), "a DNS-1123 subdomain"
     return None if ok else f"metadata.name {name!r} is not {rule}"
@@ -170,19 +157,6 @@ def refusal(obj: Any, cluster_scoped: frozenset[tuple[str, str]] = frozenset()) 
     return f"{_describe(obj)}: {problem}" if problem else None
 
 
-def _crd_scopes(objects: Iterable[Any]) -> frozenset[tuple[str, str]]:
-    """(group, kind) of every cluster-scoped custom resource defined by these CRDs."""
-    found = set()
-    for obj in objects:
-        if not isinstance(obj, Mapping) or obj.get("kind") != "CustomResourceDefinition":
-            continue
-        spec = _mapping(obj.get("spec"))
-        names = _mapping(spec.get("names"))
-        if spec.get("scope") == "Cluster" and names.get("kind"):
-            found.add((str(spec.get("group") or ""), str(names["kind"])))
-    return frozenset(found)
-
-
 # --- apply --------------------------------------------------------------------------
 
 
@@ -232,11 +206,9 @@ def load(path: Path) -> Manifest | None:
     except OSError as exc:
         raise ClusterUnavailable(f"{path}: cannot read: {exc.strerror}") from exc
     try:
-        docs = yamlload.load_all(text, _Loader, str(path))
-    except yamlload.LimitExceeded as exc:
+        docs = yamlload.load_documents(text, str(path), yamlload.StoredObjectLoader)
+    except ValueError as exc:  # one line naming the file
         raise ClusterUnavailable(str(exc)) from exc
-    except yaml.YAMLError as exc:
-        raise ClusterUnavailable(f"{path}: invalid YAML: {exc}") from exc
     obj = docs[0] if len(docs) == 1 else None
     if not isinstance(obj, dict):
         raise ClusterUnavailable(f"{path}: not a YAML mapping")
@@ -260,7 +232,7 @@ class DirectoryDeployer:
         self._cache = cache
         self._objects: dict[Path, tuple[str | None, Manifest | None]] = {}
         self._crd_scopes: frozenset[tuple[str, str]] | None = None
-        self._paths: dict[tuple[str, str, str, str], Path] = {}
+        self._paths: dict[Identity, Path] = {}
 
     def _load(self, path: Path) -> Manifest | None:
         signature = _signature(path)
@@ -294,7 +266,7 @@ class DirectoryDeployer:
 
     def _path_of(self, key: ObjectKey) -> Path:
         namespace = key.namespace or CLUSTER_DIR
-        if problem := key_problem(key):
+        if problem := key.name_problem():
             raise ValueError(problem)
         kind_dir = key.kind.lower() + (f".{key.group}" if key.group else "")
         return self.root / namespace / kind_dir / f"{key.name}.yaml"
@@ -302,11 +274,12 @@ class DirectoryDeployer:
     def _stored_crd_scopes(self) -> frozenset[tuple[str, str]]:
         if self._crd_scopes is None:
             folder = self.root / CLUSTER_DIR / f"customresourcedefinition.{CRD_GROUP}"
-            self._crd_scopes = _crd_scopes(self._load(p) for p in sorted(folder.glob("*.yaml")))
+            stored = (self._load(p) for p in sorted(folder.glob("*.yaml")))
+            self._crd_scopes = cluster_scoped_crds(stored)
         return self._crd_scopes
 
     def _scopes(self, objects: Sequence[Manifest]) -> frozenset[tuple[str, str]]:
-        return _crd_scopes(objects) | self._stored_crd_scopes()
+        return cluster_scoped_crds(objects) | self._stored_crd_scopes()
 
     def dry_run(self, objects: Sequence[Manifest]) -> None:
         """DryRunFailed naming the first object a server would refuse."""

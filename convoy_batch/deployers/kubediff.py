@@ -6,15 +6,13 @@ manifest would leave (same ``convoy.dev/render``, every manifest field equal liv
 ``settled`` adds hooks, which are never re-run for the same render (SPEC 7).
 """
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from convoy_batch.deployers.base import Manifest, key_of
+from convoy_batch.deployers.base import Manifest
 from convoy_batch.deployers.directory import refusal
-from convoy_batch.kinds import kind_rank
+from convoy_batch.kinds import cluster_scoped_crds, crd_kinds, kind_rank
 from convoy_batch.models import ANNOTATION_HOOK, ANNOTATION_RENDER
-
-Identity = tuple[str, str, str, str]
 
 
 def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -90,20 +88,6 @@ def shape_problem(obj: Manifest) -> str | None:
     return problem
 
 
-def identity(obj: Mapping[str, Any]) -> Identity:
-    return key_of(obj).identity()
-
-
-def crd_kinds(objects: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
-    """(group, kind) of the custom resources these CRDs define."""
-    found = set()
-    for obj in objects:
-        if obj.get("kind") == "CustomResourceDefinition":
-            spec = obj.get("spec") or {}
-            found.add((str(spec.get("group", "")), str((spec.get("names") or {}).get("kind", ""))))
-    return found
-
-
 def stages(objects: Sequence[Manifest]) -> list[list[Manifest]]:
     """The objects by kind order (SPEC 3: Namespaces, CRDs, ..., Services, workloads,
     the rest), one stage per rank: a stage's objects may be sent concurrently, and a
@@ -124,13 +108,7 @@ class BatchContext:
         self.pending: set[str] = set()
         """Namespaces of the batch that do not exist yet: their contents cannot be dry-run."""
         self.crd_kinds = crd_kinds(objects)
-        self._scopes = frozenset(
-            (str((o.get("spec") or {}).get("group", "")), kind)
-            for o in objects
-            if o.get("kind") == "CustomResourceDefinition"
-            and (o.get("spec") or {}).get("scope") == "Cluster"
-            for kind in [str(((o.get("spec") or {}).get("names") or {}).get("kind", ""))]
-        )
+        self._scopes = cluster_scoped_crds(objects)
 
     def local_problem(self, obj: Manifest) -> str | None:
         problem = refusal(obj, self._scopes)

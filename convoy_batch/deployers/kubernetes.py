@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from convoy_batch.deployers.base import Manifest, key_of
+from convoy_batch.deployers.base import Manifest
 from convoy_batch.deployers.kubeapi import (
     ApiError,
     KubeApi,
@@ -50,10 +50,7 @@ from convoy_batch.deployers.kubeapi import (
 )
 from convoy_batch.deployers.kubediff import (
     BatchContext,
-    Identity,
     annotation,
-    crd_kinds,
-    identity,
     meta,
     settled,
     shape_problem,
@@ -66,13 +63,15 @@ from convoy_batch.errors import (
     Forbidden,
     PruneFailed,
 )
-from convoy_batch.kinds import group_of
+from convoy_batch.kinds import crd_kinds, group_of
 from convoy_batch.models import (
     ANNOTATION_HOOK,
     ANNOTATION_RENDER,
     LABEL_RELEASE,
     Cluster,
+    Identity,
     ObjectKey,
+    key_of,
 )
 
 log = logging.getLogger("convoy_batch")
@@ -149,7 +148,7 @@ class KubernetesDeployer:
             for item in page.get("items") or []:
                 item["apiVersion"], item["kind"] = resource.api_version, resource.kind
                 item.get("metadata", {}).pop("managedFields", None)
-                self._live[identity(item)] = item
+                self._live[key_of(item).identity()] = item
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return
@@ -226,7 +225,7 @@ class KubernetesDeployer:
         a dry run in the same reconcile does not compare the same pair again."""
         if live is None:
             return False
-        memo = (identity(desired), annotation(desired, ANNOTATION_RENDER))
+        memo = (key_of(desired).identity(), annotation(desired, ANNOTATION_RENDER))
         if self._settled_pairs.get(memo) is live:
             return True
         if settled(desired, live):
@@ -248,7 +247,7 @@ class KubernetesDeployer:
             (str(meta(o).get("name")), o) for o in objects if o.get("kind") == "Namespace"
         )
         live = self._live_of(objects)
-        todo = [o for o in objects if not self._settled(o, live.get(identity(o)))]
+        todo = [o for o in objects if not self._settled(o, live.get(key_of(o).identity()))]
         context = BatchContext(objects)
         try:
             context.pending = {n for n in context.namespaces if not self._namespace_exists(n, live)}
@@ -288,7 +287,8 @@ class KubernetesDeployer:
     def _namespace_exists(self, name: str, live: Mapping[Identity, Manifest | None]) -> bool:
         """From the labelled listing, else from one LIST of every namespace per tick (they
         are few; someone else may have created it), else, when that is forbidden, a GET."""
-        if live.get(("", "Namespace", "", name)) is not None or name in self._namespace_names:
+        namespace = ObjectKey(api_version="v1", kind="Namespace", name=name)
+        if live.get(namespace.identity()) is not None or name in self._namespace_names:
             return True
         with self._reads:
             if self._all_namespaces is None:
@@ -301,7 +301,7 @@ class KubernetesDeployer:
                     self._all_namespaces = False
         if self._all_namespaces:
             return name in self._namespace_names
-        return self._get(ObjectKey(api_version="v1", kind="Namespace", name=name)) is not None
+        return self._get(namespace) is not None
 
     def _dry_run_create(self, resource: Resource, obj: Manifest) -> None:
         """A create under a generated name: the live copy of a hook is replaced, not patched."""
@@ -320,8 +320,10 @@ class KubernetesDeployer:
             live = self._live_of(objects)
             self._crds |= crd_kinds(objects)
             for stage in stages(objects):
-                todo = [o for o in stage if not self._settled(o, live.get(identity(o)))]
-                problems = self._run(lambda o: self._apply_one(o, live.get(identity(o))), todo)
+                todo = [o for o in stage if not self._settled(o, live.get(key_of(o).identity()))]
+                problems = self._run(
+                    lambda o: self._apply_one(o, live.get(key_of(o).identity())), todo
+                )
                 if found := next(filter(None, problems), None):
                     raise ApplyFailed(found)
         except Unreachable as exc:

@@ -20,10 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from convoy_batch.deployers.base import Manifest, key_of
+from convoy_batch.deployers.base import Manifest
 from convoy_batch.deployers.directory import DirectoryDeployer
 from convoy_batch.errors import ApplyFailed, StateFailed
-from convoy_batch.models import ObjectKey, SimulatedController
+from convoy_batch.models import ObjectKey, SimulatedController, key_of
 from convoy_batch.timefmt import format_time, parse_time
 
 ANNOTATION_SIMULATE = "convoy.dev/simulate"

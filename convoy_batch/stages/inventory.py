@@ -11,6 +11,7 @@ from convoy_batch.deployers.base import Deployer
 from convoy_batch.errors import ConvoyError, Forbidden
 from convoy_batch.models import (
     LABEL_RELEASE,
+    Identity,
     InventoryEntry,
     ObjectKey,
     Phase,
@@ -19,7 +20,6 @@ from convoy_batch.models import (
 from convoy_batch.render import RenderedObject
 
 log = logging.getLogger("convoy_batch")
-Identity = tuple[str, str, str, str]
 Claimants = Callable[[ObjectKey], Collection[str]]
 """The other Releases that claim an object (render or inventory it): see ownership.py."""
 
