@@ -17,6 +17,7 @@ from convoy_batch.render import Render
 from convoy_batch.rollout import GateKind, Outcome, Plan, RenderId, plan_waves
 from convoy_batch.stages.act import BeforeChange, carry_out, expected_inventory, no_record
 from convoy_batch.stages.last_healthy import apply_last_healthy
+from convoy_batch.stages.namespace import ensure_namespace
 from convoy_batch.tick import Tick
 
 log = logging.getLogger("convoy_batch")
@@ -57,6 +58,7 @@ def stage_sync(
 ) -> SyncResult:
     rid = RenderId(ref=render.ref, revision=render.revision)
     tick.owners().check(release.name, (o.key for o in render.objects))
+    ensure_namespace(release, render, deployer)  # before the dry run, which needs it
     deployer.dry_run([o.manifest for o in render.objects])
     tick.stores.renders.put(render.ref, render.canonical)
     waves = plan_waves(
