@@ -119,6 +119,9 @@ class SyncPolicy(Model):
     prune: bool = True
     allow_empty: bool = False
     waves: WavesPolicy = Field(default_factory=WavesPolicy)
+    create_namespace: bool = False
+    """Create ``spec.namespace``, labelled ``convoy.dev/release: <name>``, when it is
+    missing, before anything of the render is sent; it is never pruned."""
 
 
 class FailurePolicy(Model):

@@ -144,7 +144,7 @@ def act(
         return decision.outcome, inventory
     try:
         if decision.persist:
-            persist(tick, render, deployer)
+            persist(tick, release, render, deployer)
         if isinstance(then, RollBack):
             return roll_back(tick, release, status, deployer, inventory, then, before_change)
         result = stage_sync(

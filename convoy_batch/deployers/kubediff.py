@@ -1,18 +1,94 @@
-"""The Kubernetes deployer's pure rules: when an object needs no request, what a batch
-creates for itself, and the order of apply stages. No I/O.
+"""The Kubernetes deployer's pure rules: the defaults a manifest is sent with, when an
+object needs no request, what a batch creates for itself, and the order of apply stages.
+No I/O.
 
 ``covers`` and ``unchanged`` decide that a live object already is what applying the
 manifest would leave (same ``convoy.dev/render``, every manifest field equal live);
 ``settled`` adds hooks, which are never re-run for the same render (SPEC 7).
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from convoy_batch.deployers.base import Manifest
 from convoy_batch.deployers.directory import refusal
-from convoy_batch.kinds import cluster_scoped_crds, crd_kinds, kind_rank
+from convoy_batch.kinds import cluster_scoped_crds, crd_kinds, group_of, kind_rank
 from convoy_batch.models import ANNOTATION_HOOK, ANNOTATION_RENDER
+
+POD_SPECS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("", "Pod"): ("spec",),
+    ("", "PodTemplate"): ("template", "spec"),
+    ("", "ReplicationController"): ("spec", "template", "spec"),
+    ("apps", "Deployment"): ("spec", "template", "spec"),
+    ("apps", "StatefulSet"): ("spec", "template", "spec"),
+    ("apps", "DaemonSet"): ("spec", "template", "spec"),
+    ("apps", "ReplicaSet"): ("spec", "template", "spec"),
+    ("batch", "Job"): ("spec", "template", "spec"),
+    ("batch", "CronJob"): ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+"""Where each built-in kind (group, kind) holds its pod spec."""
+CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+
+
+def with_defaults(obj: Manifest) -> Manifest:
+    """``obj`` as it is sent to the server: ``protocol: TCP`` filled in every port that
+    omits it, of a Service (``spec.ports``) and of every container of a pod spec (the
+    kinds of ``POD_SPECS``; ``containers``, ``initContainers``, ``ephemeralContainers``).
+    ``protocol`` is a key of both port lists, and server-side apply before Kubernetes 1.21
+    refuses an item that omits it ("associative list with keys has an element that omits
+    key field", structured-merge-diff #130; 1.20 still for Service ports). TCP is what
+    the server stores anyway, so the filled manifest is what lives there and never reads
+    as drift. Nothing is changed in place: a copy along the changed path, ``obj`` itself
+    when nothing is missing; the render keeps what was written."""
+    kind = (group_of(str(obj.get("apiVersion", ""))), str(obj.get("kind", "")))
+    path: tuple[str, ...]
+    fill: Callable[[Any], Any]
+    if kind == ("", "Service"):
+        path, fill = ("spec", "ports"), _ports
+    elif kind in POD_SPECS:
+        path, fill = POD_SPECS[kind], _pod_spec
+    else:
+        return obj
+    filled: Manifest = _at(obj, path, fill)
+    return filled
+
+
+def _at(value: Any, path: Sequence[str], fill: Callable[[Any], Any]) -> Any:
+    """``value`` with ``fill`` applied at ``path``, copied along the path when that
+    changes something; ``value`` itself otherwise."""
+    if not path:
+        return fill(value)
+    if not isinstance(value, Mapping) or path[0] not in value:
+        return value
+    new = _at(value[path[0]], path[1:], fill)
+    return value if new is value[path[0]] else {**value, path[0]: new}
+
+
+def _each(items: Any, fill: Callable[[Any], Any]) -> Any:
+    if not isinstance(items, list):
+        return items
+    new = [fill(item) for item in items]
+    return items if all(a is b for a, b in zip(new, items, strict=True)) else new
+
+
+def _port(port: Any) -> Any:
+    if isinstance(port, Mapping) and port.get("protocol") is None:
+        return {**port, "protocol": "TCP"}
+    return port
+
+
+def _ports(ports: Any) -> Any:
+    return _each(ports, _port)
+
+
+def _container(container: Any) -> Any:
+    return _at(container, ("ports",), _ports)
+
+
+def _pod_spec(spec: Any) -> Any:
+    for field in CONTAINER_LISTS:
+        spec = _at(spec, (field,), lambda containers: _each(containers, _container))
+    return spec
 
 
 def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -12,6 +12,9 @@ One instance lives for one tick, so its caches are per tick:
 
 Decisions where the spec is silent:
 
+- Every manifest is dry-run, compared and applied ``with_defaults`` (``protocol: TCP`` on
+  ports that omit it, which servers before 1.21 refuse in server-side apply); the render
+  and its renderRef stay as written.
 - An object whose live state already matches the render is neither dry-run nor applied:
   its ``convoy.dev/render`` annotation equals the render's (so the last apply by
   convoy-batch was this very manifest) and every field of the manifest has the same
@@ -55,6 +58,7 @@ from convoy_batch.deployers.kubediff import (
     settled,
     shape_problem,
     stages,
+    with_defaults,
 )
 from convoy_batch.errors import (
     ApplyFailed,
@@ -243,6 +247,7 @@ class KubernetesDeployer:
         """DryRunFailed (server's message, object) for the first object the server refuses."""
         if problem := next(filter(None, map(shape_problem, objects)), None):
             raise DryRunFailed(f"dry run refused {problem}")
+        objects = list(map(with_defaults, objects))
         self._namespaces.update(
             (str(meta(o).get("name")), o) for o in objects if o.get("kind") == "Namespace"
         )
@@ -316,7 +321,7 @@ class KubernetesDeployer:
     def apply(self, objects: Sequence[Manifest]) -> None:
         """Server-side apply (manager convoy-batch, force) of what differs from live."""
         try:
-            objects = [*self._missing_namespaces(objects), *objects]
+            objects = [*self._missing_namespaces(objects), *map(with_defaults, objects)]
             live = self._live_of(objects)
             self._crds |= crd_kinds(objects)
             for stage in stages(objects):

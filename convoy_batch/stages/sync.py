@@ -20,6 +20,7 @@ from convoy_batch.render import Render
 from convoy_batch.rollout import GateKind, Outcome, Plan, RenderId, RollBack, plan_waves
 from convoy_batch.stages.act import BeforeChange, carry_out, expected_inventory, no_record
 from convoy_batch.stages.last_healthy import expected_rollback
+from convoy_batch.stages.namespace import ensure_namespace
 from convoy_batch.tick import Tick
 
 log = logging.getLogger("convoy_batch")
@@ -102,8 +103,10 @@ def decide_sync(
     return SyncDecision(expected, step)
 
 
-def persist(tick: Tick, render: Render, deployer: Deployer) -> None:
-    """The dry run of every object of R, then R's blob to the render store."""
+def persist(tick: Tick, release: Release, render: Render, deployer: Deployer) -> None:
+    """The dry run of every object of R (in the Release's namespace, created first when
+    the Release asks for it), then R's blob to the render store."""
+    ensure_namespace(release, render, deployer)  # before the dry run, which needs it
     deployer.dry_run([o.manifest for o in render.objects])
     tick.stores.renders.put(render.ref, render.canonical)
 

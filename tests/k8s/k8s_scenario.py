@@ -27,9 +27,11 @@ class KubeScenario(Scenario):
         self.kube = kube
         self.commit({"clusters/staging.yaml": kube_cluster(kube.kubeconfig)}, "kubernetes cluster")
 
-    def app(self, name: str = "web", **kwargs: Any) -> str:  # type: ignore[override]
-        extra = {"namespace.yaml": NAMESPACE, **kwargs.pop("extra", {})}
-        return super().app(name, extra=extra, **kwargs)
+    def app(self, name: str = "web", *, own_namespace: bool = True, **kwargs: Any) -> str:
+        """``own_namespace``: the render holds its Namespace (else the namespace must
+        exist, or the Release creates it)."""
+        extra = {"namespace.yaml": NAMESPACE} if own_namespace else {}
+        return super().app(name, extra={**extra, **kwargs.pop("extra", {})}, **kwargs)
 
     # --- the live cluster ------------------------------------------------------------
 
