@@ -93,7 +93,7 @@ def reconcile(
                 return Outcome(plan.rollout, True, REASON_ROLLED_BACK, message, back)
 
             back = apply_last_healthy(
-                tick, release, status, deployer, inventory, holding, before_change
+                tick, release, status, deployer, inventory, holding, before_change, render
             )
             if back.applied and back.render is not None:
                 return holding(back.render), back.inventory

@@ -3,16 +3,18 @@ creates for itself, and the order of apply stages. No I/O.
 
 ``covers`` and ``unchanged`` decide that a live object already is what applying the
 manifest would leave (same ``convoy.dev/render``, every manifest field equal live);
-``settled`` adds hooks, which are never re-run for the same render (SPEC 7).
+``settled`` adds hooks, which are never re-run for the same render (SPEC 7), and
+create-only objects (Flux ``ssa: IfNotPresent``), which are never updated.
 """
 
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from convoy_batch.annotations import create_only, is_hook
 from convoy_batch.deployers.base import Manifest, key_of
 from convoy_batch.deployers.directory import refusal
 from convoy_batch.kinds import kind_rank
-from convoy_batch.models import ANNOTATION_HOOK, ANNOTATION_RENDER
+from convoy_batch.models import ANNOTATION_RENDER, LABEL_RELEASE
 
 Identity = tuple[str, str, str, str]
 
@@ -26,6 +28,13 @@ def annotation(obj: Mapping[str, Any] | None, name: str) -> str | None:
     if obj is None:
         return None
     value = (meta(obj).get("annotations") or {}).get(name)
+    return None if value is None else str(value)
+
+
+def label(obj: Mapping[str, Any] | None, name: str) -> str | None:
+    if obj is None:
+        return None
+    value = (meta(obj).get("labels") or {}).get(name)
     return None if value is None else str(value)
 
 
@@ -69,15 +78,16 @@ def unchanged(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> boo
 
 
 def settled(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> bool:
-    """Nothing to send: a hook already created for this render (never re-run, SPEC 7), or
-    an object that is ``unchanged``."""
-    if annotation(desired, ANNOTATION_HOOK):
+    """Nothing to send: a hook already created for this render (never re-run, SPEC 7), a
+    create-only object (Flux ``ssa: IfNotPresent``) that exists with this render's label
+    and annotation (its own fields are never compared), or an object that is
+    ``unchanged``."""
+    if is_hook(desired) or create_only(desired):
         render = annotation(desired, ANNOTATION_RENDER)
-        return (
-            live is not None
-            and render is not None
-            and render == annotation(live, ANNOTATION_RENDER)
-        )
+        same = render is not None and render == annotation(live, ANNOTATION_RENDER)
+        if create_only(desired):
+            return same and label(desired, LABEL_RELEASE) == label(live, LABEL_RELEASE)
+        return same
     return unchanged(desired, live)
 
 

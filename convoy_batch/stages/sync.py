@@ -1,5 +1,6 @@
 """``stage_sync`` (SPEC 4 step 5, 7): dry run, persist, hooks and waves under the wave
-gate, prune, inventory.
+gate, prune, inventory; then SyncFail hooks when the sync failed and hook deletions by
+policy (``stages/hooks.py``).
 
 The "which phases next" decision is pure (``rollout.plan_waves``); this module only
 carries it out. I/O through the stores and the deployer; deployer errors propagate as
@@ -11,11 +12,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from convoy_batch.deployers.base import Deployer
+from convoy_batch.errors import ApplyFailed
 from convoy_batch.intents import Step
-from convoy_batch.models import InventoryEntry, Phase, Release, ReleaseInventory, ReleaseStatus
+from convoy_batch.models import (
+    SYNC_FAIL,
+    InventoryEntry,
+    Phase,
+    Release,
+    ReleaseInventory,
+    ReleaseStatus,
+)
 from convoy_batch.render import Render
 from convoy_batch.rollout import GateKind, Outcome, Plan, RenderId, plan_waves
 from convoy_batch.stages.act import BeforeChange, carry_out, expected_inventory, no_record
+from convoy_batch.stages.hooks import apply_sync_fail, delete_finished_hooks, rollout_failed
 from convoy_batch.stages.last_healthy import apply_last_healthy
 from convoy_batch.tick import Tick
 
@@ -76,7 +86,7 @@ def stage_sync(
             return Outcome(gate.rollout, True, REASON_ROLLED_BACK, message, back, waves.waves, rid)
 
         back = apply_last_healthy(
-            tick, release, status, deployer, inventory, rolled_back, before_change
+            tick, release, status, deployer, inventory, rolled_back, before_change, render
         )
         if back.applied:
             return SyncResult(rolled_back(back.render or rid), back.inventory)
@@ -113,20 +123,23 @@ def stage_sync(
     if gate is not None:
         expected = outcome(gate.reason, gate.message)
     else:
-        expected = outcome(REASON_SYNCED, f"{len(render.objects)} objects applied")
+        applied = sum(1 for o in render.objects if o.hook != SYNC_FAIL)
+        expected = outcome(REASON_SYNCED, f"{applied} objects applied")
     if step.phases or step.prune:  # the step changes the cluster: record it first
         tick.stores.renders.settle(render.ref)  # what the record points at is durable first
         before_change(step, expected, expected_inventory(inventory, render, step))
-    acted = carry_out(
-        deployer, inventory, render, step, tick.recorder(release.name), tick.claimants(release.name)
-    )
+    record = tick.recorder(release.name)
+    acted = carry_out(deployer, inventory, render, step, record, tick.claimants(release.name))
+    after = acted.inventory
+    if isinstance(acted.failure, ApplyFailed) or rollout_failed(rollout, render):
+        after = apply_sync_fail(deployer, after, render, record)
     if acted.failure is not None:
         failure = acted.failure
-        return SyncResult(
-            Outcome(rollout, acted.sent, failure.reason, str(failure), rid), acted.inventory
-        )
-    if acted.errors:
-        return SyncResult(outcome(REASON_PRUNE_FAILED, acted.errors[0]), acted.inventory)
+        return SyncResult(Outcome(rollout, acted.sent, failure.reason, str(failure), rid), after)
+    after, errors = delete_finished_hooks(deployer, after, render, record)
+    errors = acted.errors + errors
+    if errors:
+        return SyncResult(outcome(REASON_PRUNE_FAILED, errors[0]), after)
     if acted.deleted:
         log.info("%s: pruned %s", release.name, ", ".join(map(str, acted.deleted)))
-    return SyncResult(expected, acted.inventory)
+    return SyncResult(expected, after)
