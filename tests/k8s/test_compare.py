@@ -84,3 +84,31 @@ def test_a_hook_is_settled_once_created_for_its_render(
     desired: dict[str, Any], found: dict[str, Any] | None, expected: bool
 ) -> None:
     assert settled(desired, found) is expected
+
+
+ARGO_HOOK = {"argocd.argoproj.io/hook": "PreSync"}
+ONCE = {"kustomize.toolkit.fluxcd.io/ssa": "IfNotPresent"}
+
+
+def ours(found: dict[str, Any]) -> dict[str, Any]:
+    found["metadata"]["labels"] = {"convoy.dev/release": "web"}
+    return found
+
+
+@pytest.mark.parametrize(
+    ("desired", "found", "expected"),
+    [
+        pytest.param(obj(R1 | ARGO_HOOK), live(R1 | ARGO_HOOK), True, id="argo-hook-this-render"),
+        pytest.param(obj(R2 | ARGO_HOOK), live(R1), False, id="argo-hook-another-render"),
+        pytest.param(
+            ours(obj(R1 | ONCE, a="git")), ours(live(R1, a="hand")), True, id="once-fields-unread"
+        ),
+        pytest.param(ours(obj(R2 | ONCE)), ours(live(R1)), False, id="once-another-render"),
+        pytest.param(ours(obj(R1 | ONCE)), live(R1), False, id="once-without-our-label"),
+        pytest.param(ours(obj(R1 | ONCE)), None, False, id="once-not-there"),
+    ],
+)
+def test_argo_hooks_and_create_only_objects_are_settled_by_their_bookkeeping(
+    desired: dict[str, Any], found: dict[str, Any] | None, expected: bool
+) -> None:
+    assert settled(desired, found) is expected
