@@ -40,6 +40,23 @@ from convoy_batch.stages.inventory import Identity
 log = logging.getLogger("convoy_batch")
 
 
+def dry_run_objects(render: Render, inventory: ReleaseInventory) -> list[Manifest]:
+    """What the dry run checks: every object a sync of the render may apply. SyncFail
+    hooks are left out (applied only when a sync fails, they would cost a request on every
+    quiet tick; they are checked when applied), and so are hooks deleted by their policy
+    for this render (never created again for it)."""
+    deleted = {
+        e.key.identity()
+        for e in inventory.entries
+        if e.hook_deleted and e.applied_render_ref == render.ref
+    }
+    return [
+        o.manifest
+        for o in render.objects
+        if o.hook != SYNC_FAIL and o.key.identity() not in deleted
+    ]
+
+
 def rollout_failed(rollout: Rollout | None, render: Render) -> bool:
     """The render's rollout is Failed or RolledBack: its sync failed."""
     return (

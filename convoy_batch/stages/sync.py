@@ -25,7 +25,12 @@ from convoy_batch.models import (
 from convoy_batch.render import Render
 from convoy_batch.rollout import GateKind, Outcome, Plan, RenderId, plan_waves
 from convoy_batch.stages.act import BeforeChange, carry_out, expected_inventory, no_record
-from convoy_batch.stages.hooks import apply_sync_fail, delete_finished_hooks, rollout_failed
+from convoy_batch.stages.hooks import (
+    apply_sync_fail,
+    delete_finished_hooks,
+    dry_run_objects,
+    rollout_failed,
+)
 from convoy_batch.stages.last_healthy import apply_last_healthy
 from convoy_batch.tick import Tick
 
@@ -67,7 +72,7 @@ def stage_sync(
 ) -> SyncResult:
     rid = RenderId(ref=render.ref, revision=render.revision)
     tick.owners().check(release.name, (o.key for o in render.objects))
-    deployer.dry_run([o.manifest for o in render.objects])
+    deployer.dry_run(dry_run_objects(render, inventory))
     tick.stores.renders.put(render.ref, render.canonical)
     waves = plan_waves(
         render.phases(),

@@ -6,6 +6,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from convoy_batch.deployers import kubeapi
 from tests.k8s.k8s_scenario import KubeScenario
 from tests.k8s.test_k8s_scenarios import server_writes
 from tests.k8s.testenv import eventually
@@ -42,6 +43,11 @@ data:
 """
 
 
+def sent_since(counts: dict[str, int]) -> set[str]:
+    """The request methods sent since ``counts`` was taken (dry runs included)."""
+    return {k for k, v in kubeapi.COUNTS.items() if v != counts.get(k, 0)}
+
+
 def job_or_none(s: KubeScenario, namespace: str, name: str) -> Any | None:
     try:
         return s.kube.batch.read_namespaced_job(name, namespace)
@@ -70,10 +76,11 @@ def test_an_argo_presync_job_with_hook_succeeded_is_deleted_once_complete(
     s.ready("argohook")
     assert s.reconcile("argohook", minutes=2).code == 0
     assert s.status("argohook")["rollout"]["state"] == "Succeeded"
-    before = server_writes(s, "argohook")
+    before, counts = server_writes(s, "argohook"), dict(kubeapi.COUNTS)
     assert f"delete jobs/{first.metadata.name}" in before
     assert s.reconcile("argohook", minutes=3).code == 0
     assert server_writes(s, "argohook") == before  # quiet: not re-created, nothing sent
+    assert sent_since(counts) <= {"GET"}
     assert job_or_none(s, "argohook", "migrate") is None
 
     s.app("argohook", image="2.0", extra={"migrate.yaml": MIGRATE})
@@ -102,9 +109,10 @@ def test_a_flux_if_not_present_object_changed_by_someone_else_is_not_overwritten
     assert s.reconcile("seeded", minutes=2).code == 0
     assert s.status("seeded")["rollout"]["state"] == "Succeeded"
 
-    before = server_writes(s, "seeded")
+    before, counts = server_writes(s, "seeded"), dict(kubeapi.COUNTS)
     assert s.reconcile("seeded", minutes=3).code == 0
     assert server_writes(s, "seeded") == before
+    assert sent_since(counts) <= {"GET"}
     s.kube.core.delete_namespaced_config_map("seed", "seeded")
     assert s.reconcile("seeded", minutes=4).code == 0
     assert s.configmap("seeded", "seed").data == {"level": "changed-in-git"}
