@@ -2,6 +2,7 @@
 the README's table, convoy's own annotation winning, and every unknown value refused."""
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -220,3 +221,18 @@ def test_an_integer_argo_wave_is_read_as_convoy_reads_its_own() -> None:
     text = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  annotations:\n"
     (obj,) = run({"app/a.yaml": text + f"    {WAVE}: 4\n"}).objects
     assert obj.wave == 4
+
+
+def test_the_readme_table_names_every_annotation_and_value_the_code_knows() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme[readme.index("## Argo CD and Flux annotations") :]
+    names = (HOOK, POLICY, WAVE, OPTIONS, COMPARE, PRUNE, SSA, RECONCILE)
+    values = (
+        *annotations.ARGO_HOOKS,
+        annotations.SKIP,
+        *annotations.DELETE_POLICIES,
+        *annotations.FLUX_SSA_VALUES,
+        *annotations.ARGO_IGNORED_OPTIONS,
+    )
+    missing = [word for word in (*names, *values) if f"`{word}`" not in table]
+    assert not missing
