@@ -8,7 +8,7 @@ through :mod:`convoy_batch.timefmt` so they parse and print one way everywhere.
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Final, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -237,8 +237,14 @@ class RenderRecord(Model):
     time: Time
 
 
-PhaseName = Literal["PreSync", "PostSync"]
+PhaseName = Literal["PreSync", "Sync", "PostSync", "SyncFail"]
+"""The hook phases (SPEC 7): PreSync, Sync and PostSync run in that order around the
+waves; SyncFail only when a sync fails."""
 Phase = int | PhaseName
+PRE_SYNC: Final = "PreSync"
+SYNC: Final = "Sync"
+POST_SYNC: Final = "PostSync"
+SYNC_FAIL: Final = "SyncFail"
 
 
 class WaveStatus(Model):
@@ -356,6 +362,9 @@ class InventoryEntry(Model):
     """False when the object carries ``convoy.dev/prune: "false"``."""
     health: Health | None = None
     """Written only by the observer."""
+    hook_deleted: bool = False
+    """A hook deleted by its delete policy (HookSucceeded, HookFailed) once it finished:
+    the entry keeps the health it had then, which the observer leaves alone."""
 
 
 class ReleaseInventory(Model):

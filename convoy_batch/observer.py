@@ -48,7 +48,9 @@ def observe(inventory: ReleaseInventory, deployer: Deployer, now: datetime) -> R
     # Matched by identity, not by the whole key: a deployer may report another version.
     live = {key.identity(): obj for key, obj in found.items()}
     entries = tuple(
-        _with_health(entry, assess(live.get(entry.key.identity()), now))
+        entry
+        if entry.hook_deleted  # deleted on purpose: it keeps the health it finished with
+        else _with_health(entry, assess(live.get(entry.key.identity()), now))
         for entry in inventory.entries
     )
     if entries == inventory.entries:

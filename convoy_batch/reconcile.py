@@ -144,9 +144,11 @@ def act(
         return decision.outcome, inventory
     try:
         if decision.persist:
-            persist(tick, release, render, deployer)
+            persist(tick, release, render, deployer, inventory)
         if isinstance(then, RollBack):
-            return roll_back(tick, release, status, deployer, inventory, then, before_change)
+            return roll_back(
+                tick, release, status, deployer, inventory, then, before_change, render
+            )
         result = stage_sync(
             tick, release, render, then, decision.outcome, deployer, inventory, before_change
         )

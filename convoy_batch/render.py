@@ -13,31 +13,36 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from convoy_batch import yamlload
+from convoy_batch.annotations import meaning
 from convoy_batch.errors import RenderFailed
 from convoy_batch.kinds import cluster_scoped_crds, group_of, is_cluster_scoped, kind_rank
 from convoy_batch.models import (
-    ANNOTATION_HOOK,
-    ANNOTATION_PRUNE,
     ANNOTATION_RENDER,
-    ANNOTATION_SYNC_WAVE,
     LABEL_RELEASE,
+    POST_SYNC,
+    PRE_SYNC,
+    SYNC,
+    SYNC_FAIL,
     Cluster,
+    HealthState,
     Identity,
     ObjectKey,
     Phase,
+    PhaseName,
     Release,
     key_of,
 )
-from convoy_batch.rollout.waves import POST_SYNC, PRE_SYNC, order_phases
+from convoy_batch.rollout.waves import order_phases
 
 if TYPE_CHECKING:  # a type only: rendering reads no source itself
     from convoy_batch.source import SourceSnapshot
 
 Manifest = dict[str, Any]
-HookName = Literal["PreSync", "PostSync"]
+HookName = PhaseName
+_HOOK_RANK: dict[HookName | None, int] = {PRE_SYNC: 0, SYNC: 1, None: 2, POST_SYNC: 3, SYNC_FAIL: 4}
 
 MAX_OBJECTS = 10_000
 """Objects in one render, at most."""
@@ -225,17 +230,21 @@ class RenderedObject:
     prune: bool
     manifest: Manifest
     """With label ``convoy.dev/release`` and annotation ``convoy.dev/render`` (step 6)."""
+    delete_when: frozenset[HealthState] = frozenset()
+    """A hook is deleted once its health is one of these (Argo CD delete policies)."""
+    create_only: bool = False
+    """Applied only while it does not exist live (Flux ``ssa: IfNotPresent``)."""
 
     @property
     def phase(self) -> Phase:
         return self.hook if self.hook is not None else self.wave
 
     def apply_order(self) -> tuple[int, int, int, str, str, str, str]:
-        """PreSync hooks, then (wave, kind order, name), PostSync hooks last."""
-        rank = {PRE_SYNC: 0, None: 1, POST_SYNC: 2}[self.hook]
+        """PreSync and Sync hooks, then (wave, kind order, name), PostSync and SyncFail
+        hooks last."""
         key = self.key
         return (
-            rank,
+            _HOOK_RANK[self.hook],
             self.wave,
             kind_rank(key.kind),
             key.kind,
@@ -253,40 +262,18 @@ class Render:
     canonical: bytes = field(repr=False)
     """Exactly the canonical JSON that was hashed: the render-store blob."""
     objects: tuple[RenderedObject, ...] = ()
-    """In apply order."""
+    """In apply order; the ignored objects are not among them."""
+    ignored: tuple[ObjectKey, ...] = ()
+    """Objects of the source that are never applied nor pruned (Argo CD ``Skip``, Flux
+    ``ssa: Ignore``)."""
 
     def phases(self) -> tuple[Phase, ...]:
+        """The phases of a sync, in order (SyncFail hooks are in none of them)."""
         waves = [obj.wave for obj in self.objects if obj.hook is None]
-        hooks = {obj.hook for obj in self.objects}
-        return order_phases(waves, PRE_SYNC in hooks, POST_SYNC in hooks)
+        return order_phases(waves, {obj.hook for obj in self.objects if obj.hook is not None})
 
     def by_phase(self, phase: Phase) -> tuple[RenderedObject, ...]:
         return tuple(obj for obj in self.objects if obj.phase == phase)
-
-
-_WAVE = re.compile(r"^[-+]?[0-9]+$")
-
-
-def _wave(value: Any, where: str) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and _WAVE.match(value.strip()):
-        return int(value)
-    raise RenderFailed(f"{where}: annotation {ANNOTATION_SYNC_WAVE}: {value!r} is not an integer")
-
-
-def _hook(value: Any, where: str) -> HookName | None:
-    if value is None:
-        return None
-    if value == PRE_SYNC:
-        return "PreSync"
-    if value == POST_SYNC:
-        return "PostSync"
-    raise RenderFailed(
-        f"{where}: annotation {ANNOTATION_HOOK}: {value!r} is not PreSync or PostSync"
-    )
 
 
 def _stamp(obj: Manifest, release_name: str, ref: str) -> Manifest:
@@ -297,29 +284,32 @@ def _stamp(obj: Manifest, release_name: str, ref: str) -> Manifest:
     return {**obj, "metadata": meta}
 
 
-def _rendered(where: str, obj: Manifest, release_name: str, ref: str) -> RenderedObject:
-    key = key_of(obj)
-    annotations = obj["metadata"].get("annotations") or {}
-    where = f"{where}: {key}"
-    prune = annotations.get(ANNOTATION_PRUNE)
-    return RenderedObject(
-        key=key,
-        wave=_wave(annotations.get(ANNOTATION_SYNC_WAVE), where),
-        hook=_hook(annotations.get(ANNOTATION_HOOK), where),
-        prune=not (prune == "false" or prune is False),
-        manifest=_stamp(obj, release_name, ref),
-    )
-
-
 def _assemble(
     objects: Sequence[tuple[str, Manifest]], canonical: bytes, release: str, revision: str | None
 ) -> Render:
+    """The rendered objects with what their annotations mean (convoy's own and the
+    peers', :mod:`convoy_batch.annotations`), in apply order."""
     ref = render_ref(canonical)
-    rendered = sorted(
-        (_rendered(where, obj, release, ref) for where, obj in objects),
-        key=RenderedObject.apply_order,
-    )
-    return Render(ref=ref, revision=revision, canonical=canonical, objects=tuple(rendered))
+    rendered, ignored = [], []
+    for where, obj in objects:
+        key = key_of(obj)
+        note = meaning(obj["metadata"].get("annotations") or {}, f"{where}: {key}")
+        if note.ignored:
+            ignored.append(key)
+            continue
+        rendered.append(
+            RenderedObject(
+                key=key,
+                wave=note.wave,
+                hook=note.hook,
+                prune=note.prune,
+                manifest=_stamp(obj, release, ref),
+                delete_when=note.delete_when if note.hook is not None else frozenset(),
+                create_only=note.create_only,
+            )
+        )
+    rendered.sort(key=RenderedObject.apply_order)
+    return Render(ref, revision, canonical, tuple(rendered), tuple(ignored))
 
 
 # --- Entry points ------------------------------------------------------------------------

@@ -175,3 +175,11 @@ def test_render_verdict_has_no_deadline_without_a_failure_policy() -> None:
         Verdict.PENDING
     )
     assert render_verdict(spec(), prior, R, slow, at(600)).verdict == Verdict.UNHEALTHY
+
+
+def test_syncfail_hooks_are_not_judged() -> None:
+    web = entry("web")
+    notify = entry("notify", FAILED, phase="SyncFail")
+
+    assert verdict((web, notify), R, START, DEADLINE, AFTER_DEADLINE).verdict == Verdict.HEALTHY
+    assert verdict((notify,), R, START, DEADLINE, BEFORE_DEADLINE).verdict == Verdict.PENDING

@@ -324,3 +324,29 @@ def test_a_wave_timeout_message_names_the_wave_the_object_and_the_timeout() -> N
     )
 
     assert decision.message == "wave 1 not healthy within 5m: Deployment.apps web/web"
+
+
+def test_sync_hooks_follow_current_presync_hooks_and_the_first_wave_follows_at_once() -> None:
+    prior = status(rollout(S.PROGRESSING), waves=(wave("PreSync", at(0)),))
+    done = {"PreSync": (entry("migrate", phase="PreSync"),)}
+    plan = waves_plan(("PreSync", "Sync", 0), prior, strategy=HealthStrategy.NONE, entries=done)
+
+    assert (plan.apply, plan.gate) == (("Sync", 0), None)
+
+
+def test_the_first_wave_waits_for_sync_hooks_with_strategy_healthy() -> None:
+    prior = status(rollout(S.PROGRESSING), waves=(wave("Sync", at(0)),))
+    running = {"Sync": (entry("seed", IN_PROGRESS, phase="Sync"),)}
+    plan = waves_plan(("Sync", 0), prior, entries=running)
+
+    assert plan.apply == ()
+    assert plan.gate is not None and plan.gate.message == (
+        "waiting for Sync hooks: Deployment.apps web/seed"
+    )
+
+
+def test_sync_hooks_are_not_reapplied_for_the_same_render() -> None:
+    prior = status(rollout(S.PROGRESSING), waves=(wave("Sync", at(0)), wave(0, at(0))))
+    plan = waves_plan(("Sync", 0), prior, entries={"Sync": (entry("seed", phase="Sync"),)})
+
+    assert (plan.apply, plan.gate) == ((0,), None)

@@ -14,10 +14,11 @@ What it does as an API server would:
 - apply keeps the stored ``status`` and the server-owned metadata (generation, uid,
   creationTimestamp, resourceVersion, deletionTimestamp), replaces the rest, and
   increments ``metadata.generation`` (1 on create) when anything but apiVersion, kind,
-  metadata and status changed. Each file is written atomically (temp file, rename; not
-  fsynced: the directory cluster stands in for a cluster in examples and tests, where a
-  write per object must stay cheap), 0600 (objects may be Secrets); an unchanged object
-  is not rewritten.
+  metadata and status changed. A create-only object (Flux ``ssa: IfNotPresent``) that
+  is stored already only gets convoy-batch's label and render annotation. Each file is
+  written atomically (temp file, rename; not fsynced: the directory cluster stands in
+  for a cluster in examples and tests, where a write per object must stay cheap), 0600
+  (objects may be Secrets); an unchanged object is not rewritten.
 - every path part is validated, and no write or delete follows a symlink leading out
   of the root, so nothing is ever written outside it. The first write into a folder in a
   deployer's life (one tick) removes the temp files of writes there that never landed.
@@ -31,6 +32,7 @@ from typing import Any
 import yaml
 
 from convoy_batch import yamlload
+from convoy_batch.annotations import bookkeeping, create_only
 from convoy_batch.deployers.base import Manifest
 from convoy_batch.errors import (
     ApplyFailed,
@@ -181,6 +183,16 @@ def merged(incoming: Mapping[str, Any], stored: Mapping[str, Any] | None) -> Man
     return body
 
 
+def adopted(incoming: Mapping[str, Any], stored: Mapping[str, Any]) -> Manifest:
+    """A create-only object that exists (Flux ``ssa: IfNotPresent``): only convoy-batch's
+    label and render annotation are written, every other field stays as stored."""
+    patch = bookkeeping(incoming)["metadata"]
+    meta = dict(stored.get("metadata") or {})
+    for field in ("labels", "annotations"):
+        meta[field] = {**(meta.get(field) or {}), **patch[field]}
+    return {**stored, "metadata": meta}
+
+
 def _signature(path: Path) -> str | None:
     """What changes when the file changes: its mtime, size and inode."""
     try:
@@ -302,7 +314,10 @@ class DirectoryDeployer:
             stored = self._load(path)
         except (ValueError, ClusterUnavailable) as exc:
             raise ApplyFailed(f"apply {_describe(obj)}: {exc}") from exc
-        new = merged(obj, stored)
+        if create_only(obj) and stored is not None:
+            new = adopted(obj, stored)
+        else:
+            new = merged(obj, stored)
         if new == stored:
             return
         try:

@@ -4,16 +4,19 @@ No I/O.
 
 ``covers`` and ``unchanged`` decide that a live object already is what applying the
 manifest would leave (same ``convoy.dev/render``, every manifest field equal live);
-``settled`` adds hooks, which are never re-run for the same render (SPEC 7).
+``settled`` adds hooks, which are never re-run for the same render (SPEC 7), and
+create-only objects (Flux ``ssa: IfNotPresent``), which are never updated.
 """
 
+import base64
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from convoy_batch.annotations import create_only, is_hook
 from convoy_batch.deployers.base import Manifest
 from convoy_batch.deployers.directory import refusal
 from convoy_batch.kinds import cluster_scoped_crds, crd_kinds, group_of, kind_rank
-from convoy_batch.models import ANNOTATION_HOOK, ANNOTATION_RENDER
+from convoy_batch.models import ANNOTATION_RENDER, LABEL_RELEASE
 
 POD_SPECS: dict[tuple[str, str], tuple[str, ...]] = {
     ("", "Pod"): ("spec",),
@@ -103,6 +106,13 @@ def annotation(obj: Mapping[str, Any] | None, name: str) -> str | None:
     return None if value is None else str(value)
 
 
+def label(obj: Mapping[str, Any] | None, name: str) -> str | None:
+    if obj is None:
+        return None
+    value = (meta(obj).get("labels") or {}).get(name)
+    return None if value is None else str(value)
+
+
 def covers(desired: Any, live: Any) -> bool:
     """True when applying ``desired`` would change nothing in ``live``: every field of
     ``desired`` has the same value live (the server may add fields and defaults; lists
@@ -139,19 +149,34 @@ def unchanged(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> boo
         return False
     if annotation(desired, ANNOTATION_RENDER) != annotation(live, ANNOTATION_RENDER):
         return False
-    return covers({k: v for k, v in desired.items() if k != "status"}, live)
+    return covers({k: v for k, v in as_stored(desired).items() if k != "status"}, live)
+
+
+def as_stored(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``obj`` in the form the server stores it, where the API documents a write-only
+    field: a Secret's ``stringData`` is merged into ``data`` (base64, its keys winning)
+    and never stored, so a manifest that uses it reads as unchanged once applied."""
+    if obj.get("apiVersion") != "v1" or obj.get("kind") != "Secret":
+        return obj
+    strings = obj.get("stringData")
+    if not isinstance(strings, Mapping):
+        return obj
+    data = dict(obj.get("data") or {})
+    data.update({k: base64.b64encode(str(v).encode()).decode() for k, v in strings.items()})
+    return {**{k: v for k, v in obj.items() if k != "stringData"}, "data": data}
 
 
 def settled(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> bool:
-    """Nothing to send: a hook already created for this render (never re-run, SPEC 7), or
-    an object that is ``unchanged``."""
-    if annotation(desired, ANNOTATION_HOOK):
+    """Nothing to send: a hook already created for this render (never re-run, SPEC 7), a
+    create-only object (Flux ``ssa: IfNotPresent``) that exists with this render's label
+    and annotation (its own fields are never compared), or an object that is
+    ``unchanged``."""
+    if is_hook(desired) or create_only(desired):
         render = annotation(desired, ANNOTATION_RENDER)
-        return (
-            live is not None
-            and render is not None
-            and render == annotation(live, ANNOTATION_RENDER)
-        )
+        same = render is not None and render == annotation(live, ANNOTATION_RENDER)
+        if create_only(desired):
+            return same and label(desired, LABEL_RELEASE) == label(live, LABEL_RELEASE)
+        return same
     return unchanged(desired, live)
 
 

@@ -29,8 +29,13 @@ Decisions where the spec is silent:
   serves its kind), then the rest in kind order (a stage of more than 8 objects 8
   requests at a time, a smaller one from the calling thread); the first
   failure in that order is the one reported.
-- Hooks (``convoy.dev/hook``) are re-created when the live copy's ``convoy.dev/render``
-  differs (deleted in the background, then applied) and left alone for the same render.
+- Hooks (``convoy.dev/hook``, Argo CD's ``argocd.argoproj.io/hook``) are re-created when
+  the live copy's ``convoy.dev/render`` differs (deleted in the background, then
+  applied) and left alone for the same render.
+- Create-only objects (Flux ``kustomize.toolkit.fluxcd.io/ssa: IfNotPresent``) are applied
+  only while they do not exist (looked up with a GET when the labelled LIST lacks them);
+  one that exists gets a merge patch of convoy-batch's label and render annotation when
+  they differ, and nothing else: no field of its own is dry-run, compared or written.
 - Prune deletes with foreground propagation and waits briefly; an object still there
   (its dependents being deleted) is reported as not yet gone and retried next tick.
 """
@@ -43,6 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
+from convoy_batch.annotations import bookkeeping, create_only, is_hook
 from convoy_batch.deployers.base import Manifest
 from convoy_batch.deployers.kubeapi import (
     ApiError,
@@ -69,7 +75,6 @@ from convoy_batch.errors import (
 )
 from convoy_batch.kinds import crd_kinds, group_of
 from convoy_batch.models import (
-    ANNOTATION_HOOK,
     ANNOTATION_RENDER,
     LABEL_RELEASE,
     Cluster,
@@ -82,6 +87,7 @@ log = logging.getLogger("convoy_batch")
 
 FIELD_MANAGER = "convoy-batch"
 APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
 CRD_WAIT = 60.0  # seconds for a new CRD's kind to be served
 DELETE_WAIT = 2.0  # seconds a prune waits for the object to disappear
 HOOK_DELETE_WAIT = 60.0
@@ -251,7 +257,7 @@ class KubernetesDeployer:
         self._namespaces.update(
             (str(meta(o).get("name")), o) for o in objects if o.get("kind") == "Namespace"
         )
-        live = self._live_of(objects)
+        live = self._with_unlabelled(objects, self._live_of(objects))
         todo = [o for o in objects if not self._settled(o, live.get(key_of(o).identity()))]
         context = BatchContext(objects)
         try:
@@ -276,8 +282,10 @@ class KubernetesDeployer:
         if key.namespace in context.pending:
             return context.local_problem(obj)  # its namespace comes with this render
         current = live.get(key.identity())
+        if create_only(obj) and current is not None:
+            return None  # only convoy-batch's own label and annotation are written
         try:
-            if annotation(obj, ANNOTATION_HOOK) and current is not None:
+            if is_hook(obj) and current is not None:
                 self._dry_run_create(resource, obj)
             else:
                 self._patch(resource, obj, dry_run=True)
@@ -322,7 +330,7 @@ class KubernetesDeployer:
         """Server-side apply (manager convoy-batch, force) of what differs from live."""
         try:
             objects = [*self._missing_namespaces(objects), *map(with_defaults, objects)]
-            live = self._live_of(objects)
+            live = self._with_unlabelled(objects, self._live_of(objects))
             self._crds |= crd_kinds(objects)
             for stage in stages(objects):
                 todo = [o for o in stage if not self._settled(o, live.get(key_of(o).identity()))]
@@ -350,11 +358,14 @@ class KubernetesDeployer:
             resource = self._served(key)
             if resource is None:
                 return f"apply {key}: the server has no kind {key.kind} in {key.api_version}"
-            if annotation(obj, ANNOTATION_HOOK) and current is not None:
-                log.info("%s: re-creating the hook for a new render", key)
-                if not self._delete_and_wait(resource, key, "Background", HOOK_DELETE_WAIT):
-                    return f"apply {key}: the previous render's hook is still being deleted"
-            applied = self._patch(resource, obj, dry_run=False)
+            if create_only(obj) and current is not None:
+                applied = self._mark(resource, obj)
+            else:
+                if is_hook(obj) and current is not None:
+                    log.info("%s: re-creating the hook for a new render", key)
+                    if not self._delete_and_wait(resource, key, "Background", HOOK_DELETE_WAIT):
+                        return f"apply {key}: the previous render's hook is still being deleted"
+                applied = self._patch(resource, obj, dry_run=False)
         except ApiError as exc:
             return f"apply {key}: {exc}"
         applied.get("metadata", {}).pop("managedFields", None)
@@ -381,6 +392,24 @@ class KubernetesDeployer:
         path = resource.path(meta(obj).get("namespace"), str(meta(obj).get("name")))
         result: Manifest = self.api.request("PATCH", path, query, obj, APPLY_PATCH)
         return result
+
+    def _mark(self, resource: Resource, obj: Manifest) -> Manifest:
+        """A merge patch of convoy-batch's label and render annotation alone: what a
+        create-only object that exists is sent (Flux ``ssa: IfNotPresent``)."""
+        path = resource.path(meta(obj).get("namespace"), str(meta(obj).get("name")))
+        query = {"fieldManager": FIELD_MANAGER}
+        result: Manifest = self.api.request("PATCH", path, query, bookkeeping(obj), MERGE_PATCH)
+        return result
+
+    def _with_unlabelled(
+        self, objects: Sequence[Manifest], live: dict[Identity, Manifest | None]
+    ) -> dict[Identity, Manifest | None]:
+        """``live`` with the create-only objects that exist without convoy-batch's label
+        (one GET each: the LISTs read labelled objects only), which are never applied over."""
+        for obj in objects:
+            if create_only(obj) and live.get(key_of(obj).identity()) is None:
+                live[key_of(obj).identity()] = self.get(key_of(obj))
+        return live
 
     def _run(self, fn: Callable[[Manifest], T], items: Sequence[Manifest]) -> list[T]:
         """``fn`` over ``items``, results in the items' order: a large batch several at a

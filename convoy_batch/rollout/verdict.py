@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from convoy_batch.models import HealthState, InventoryEntry, ReleaseStatus
+from convoy_batch.models import SYNC_FAIL, HealthState, InventoryEntry, ReleaseStatus
 from convoy_batch.reasons import Reason
 
 
@@ -77,8 +77,10 @@ def verdict(
 
     Rules, in order: an entry assessed for R that is Failed is Unhealthy; the deadline
     has passed and an entry assessed for R is not Current is Unhealthy; at least one
-    entry and every entry Current for R is Healthy; anything else is Pending.
+    entry and every entry Current for R is Healthy; anything else is Pending. SyncFail
+    hooks are not judged: they run because a sync failed.
     """
+    entries = [e for e in entries if e.wave != SYNC_FAIL]
     failed = [
         e for e in entries if _assessed_for(e, render_ref) and _state(e) == HealthState.FAILED
     ]

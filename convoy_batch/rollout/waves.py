@@ -1,16 +1,19 @@
 """The wave gate (SPEC 7) and the pure "which phases next" decision of a sync.
 
-A render's phases are, in order: ``PreSync`` (when it has PreSync hooks), its sorted
-distinct sync waves, then ``PostSync``. Pure: no I/O, no clock.
+A render's phases are, in order: ``PreSync`` and ``Sync`` (when it has such hooks), its
+sorted distinct sync waves, then ``PostSync``. ``SyncFail`` hooks are no phase of a sync:
+they are applied when a sync fails. Pure: no I/O, no clock.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Final
 
 from convoy_batch.models import (
+    POST_SYNC,
+    PRE_SYNC,
+    SYNC,
     HealthStrategy,
     InventoryEntry,
     Phase,
@@ -24,9 +27,6 @@ from convoy_batch.reasons import Reason
 from convoy_batch.rollout.plan import rollback_eligible
 from convoy_batch.rollout.verdict import entries_healthy, is_current_for
 from convoy_batch.timefmt import format_duration
-
-PRE_SYNC: Final = "PreSync"
-POST_SYNC: Final = "PostSync"
 
 
 class GateKind(StrEnum):
@@ -46,18 +46,19 @@ class GateDecision:
 
 
 def is_hook(phase: Phase) -> bool:
-    return phase in (PRE_SYNC, POST_SYNC)
+    return isinstance(phase, str)
 
 
 def phase_label(phase: Phase) -> str:
     return f"wave {phase}" if isinstance(phase, int) else f"{phase} hooks"
 
 
-def order_phases(waves: Sequence[int], pre_sync: bool, post_sync: bool) -> tuple[Phase, ...]:
-    """PreSync, the sorted distinct waves, PostSync."""
-    phases: list[Phase] = [PRE_SYNC] if pre_sync else []
+def order_phases(waves: Sequence[int], hooks: Collection[Phase]) -> tuple[Phase, ...]:
+    """PreSync, Sync, the sorted distinct waves, PostSync: the hook phases among
+    ``hooks`` (SyncFail is never one)."""
+    phases: list[Phase] = [p for p in (PRE_SYNC, SYNC) if p in hooks]
     phases.extend(sorted(set(waves)))
-    if post_sync:
+    if POST_SYNC in hooks:
         phases.append(POST_SYNC)
     return tuple(phases)
 

@@ -9,10 +9,15 @@ from dataclasses import dataclass
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.errors import ConvoyError
 from convoy_batch.intents import Step
-from convoy_batch.models import ObjectKey, ReleaseInventory
+from convoy_batch.models import SYNC_FAIL, Identity, ObjectKey, ReleaseInventory
 from convoy_batch.render import Render, RenderedObject
 from convoy_batch.rollout import Outcome
-from convoy_batch.stages.inventory import Claimants, no_claimants, prune, record_applied
+from convoy_batch.stages.inventory import (
+    Claimants,
+    no_claimants,
+    prune,
+    record_applied,
+)
 
 BeforeChange = Callable[[Step, Outcome, ReleaseInventory], None]
 """Called with the step, the outcome and the inventory it gives when it succeeds, right
@@ -46,9 +51,23 @@ def _applied_objects(render: Render, step: Step) -> list[RenderedObject]:
 
 
 def _kept(render: Render, step: Step) -> Sequence[RenderedObject]:
-    """The objects the inventory keeps after a prune: the whole render, or (a rollback,
-    which applies no hooks) what was applied."""
-    return render.objects if step.phases is not None else _applied_objects(render, step)
+    """The objects the inventory records: the render's (its SyncFail hooks only once a
+    step applies them), or (a rollback, which applies no hooks) what was applied."""
+    if step.phases is None:
+        return _applied_objects(render, step)
+    if SYNC_FAIL in step.phases:
+        return render.objects
+    return [o for o in render.objects if o.hook != SYNC_FAIL]
+
+
+def _keep(inventory: ReleaseInventory, render: Render, step: Step) -> set[Identity]:
+    """What a prune leaves alone: the render's objects, and the SyncFail hooks that ran
+    (a rollback keeps those of the failed render: they run because it failed)."""
+    if step.phases is not None:
+        return {o.key.identity() for o in render.objects}
+    keep = {o.key.identity() for o in _applied_objects(render, step)}
+    keep.update(e.key.identity() for e in inventory.entries if e.wave == SYNC_FAIL)
+    return keep
 
 
 def _record(inventory: ReleaseInventory, render: Render, step: Step) -> ReleaseInventory:
@@ -61,7 +80,7 @@ def expected_inventory(inventory: ReleaseInventory, render: Render, step: Step) 
     recorded = _record(inventory, render, step)
     if not step.prune:
         return recorded
-    keep = {o.key.identity() for o in _kept(render, step)}
+    keep = _keep(inventory, render, step)
     entries = tuple(e for e in recorded.entries if e.key.identity() in keep)
     if entries == recorded.entries:
         return recorded
@@ -98,6 +117,7 @@ def carry_out(
     recorded = _record(inventory, render, step)
     if not step.prune:
         return Acted(recorded)
-    keep = (o.key.identity() for o in _kept(render, step))
-    pruned = prune(deployer, recorded, keep, step.prune_enabled, claimants)
+    keep = _keep(inventory, render, step)
+    spared = {key.identity() for key in render.ignored}
+    pruned = prune(deployer, recorded, keep, step.prune_enabled, claimants, spared)
     return Acted(pruned.inventory, pruned.deleted, pruned.errors)

@@ -11,6 +11,10 @@ from convoy_batch.deployers.base import Deployer
 from convoy_batch.errors import ConvoyError, Forbidden
 from convoy_batch.models import (
     LABEL_RELEASE,
+    POST_SYNC,
+    PRE_SYNC,
+    SYNC,
+    SYNC_FAIL,
     Identity,
     InventoryEntry,
     ObjectKey,
@@ -67,12 +71,17 @@ def record_applied(
     return ReleaseInventory(release=inventory.release, entries=tuple(entries))
 
 
-def _wave_rank(phase: Phase) -> float:
-    if phase == "PreSync":
-        return float("-inf")
-    if phase == "PostSync":
-        return float("inf")
-    return float(phase)
+_HOOK_RANKS: dict[Phase, tuple[int, int]] = {
+    PRE_SYNC: (0, 0),
+    SYNC: (1, 0),
+    POST_SYNC: (3, 0),
+    SYNC_FAIL: (4, 0),
+}
+
+
+def _wave_rank(phase: Phase) -> tuple[int, int]:
+    """Apply order: PreSync, Sync, the waves, PostSync, SyncFail."""
+    return _HOOK_RANKS.get(phase, (2, phase if isinstance(phase, int) else 0))
 
 
 @dataclass(frozen=True)
@@ -88,19 +97,20 @@ def prune(
     keep: Iterable[Identity],
     enabled: bool,
     claimants: Claimants = no_claimants,
+    spared: Collection[Identity] = (),
 ) -> PruneResult:
     """Delete what the inventory holds and the render lacks, highest wave first. Objects
-    kept by ``prune: false`` or the per-object annotation leave the inventory; a delete
-    that is not confirmed stays in it, to be retried. A live object whose release label
-    names another Release that claims it is that Release's: it leaves the inventory,
-    undeleted."""
+    kept by ``prune: false``, the per-object annotation, or ``spared`` (objects the render
+    ignores) leave the inventory; a delete that is not confirmed stays in it, to be
+    retried. A live object whose release label names another Release that claims it is
+    that Release's: it leaves the inventory, undeleted."""
     wanted = set(keep)
     left = [e for e in inventory.entries if e.key.identity() not in wanted]
     remaining = [e for e in inventory.entries if e.key.identity() in wanted]
     deleted: list[ObjectKey] = []
     errors: list[str] = []
     for entry in sorted(left, key=lambda e: _wave_rank(e.wave), reverse=True):
-        if not enabled or not entry.prune:
+        if not enabled or not entry.prune or entry.key.identity() in spared:
             continue
         try:
             if owner := _other_owner(deployer, entry.key, claimants(entry.key)):

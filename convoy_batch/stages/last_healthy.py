@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.intents import Step
 from convoy_batch.models import Release, ReleaseInventory, ReleaseStatus
-from convoy_batch.render import load_render
+from convoy_batch.render import Render, load_render
 from convoy_batch.rollout import Outcome, RenderId, RollBack
 from convoy_batch.stages.act import BeforeChange, carry_out, expected_inventory, no_record
+from convoy_batch.stages.hooks import apply_sync_fail, delete_finished_hooks
 from convoy_batch.tick import Tick
 
 log = logging.getLogger("convoy_batch")
@@ -40,9 +41,15 @@ def apply_last_healthy(
     inventory: ReleaseInventory,
     expected: Callable[[RenderId], Outcome],
     before_change: BeforeChange = no_record,
+    failed: Render | None = None,
 ) -> LastHealthyResult:
     """``expected(render)``: the caller's outcome when the rollback to ``render``
-    succeeds, handed to ``before_change`` before the cluster changes."""
+    succeeds, handed to ``before_change`` before the cluster changes. ``failed``: the
+    render rolled back from, whose SyncFail hooks are applied first (once) and whose
+    finished hooks are deleted by their policy (``stages/hooks.py``)."""
+    record = tick.recorder(release.name)
+    if failed is not None:
+        inventory = apply_sync_fail(deployer, inventory, failed, record)
     healthy = status.last_healthy
     if healthy is None:
         return LastHealthyResult(False, None, inventory, NO_LAST_HEALTHY)
@@ -61,9 +68,7 @@ def apply_last_healthy(
     )
     tick.stores.renders.settle(render.ref)  # what the record points at is durable first
     before_change(step, expected(rendered), expected_inventory(inventory, render, step))
-    acted = carry_out(
-        deployer, inventory, render, step, tick.recorder(release.name), tick.claimants(release.name)
-    )
+    acted = carry_out(deployer, inventory, render, step, record, tick.claimants(release.name))
     if acted.failure is not None:
         log.warning("%s: rollback apply failed: %s", release.name, acted.failure)
         message = f"rollback failed: {acted.failure}"
@@ -73,7 +78,12 @@ def apply_last_healthy(
         return LastHealthyResult(
             False, None, acted.inventory, f"rollback failed: {acted.errors[0]}"
         )
-    return LastHealthyResult(True, rendered, acted.inventory, "")
+    if failed is None:
+        return LastHealthyResult(True, rendered, acted.inventory, "")
+    after, errors = delete_finished_hooks(deployer, acted.inventory, failed, record)
+    for error in errors:
+        log.warning("%s: hook not deleted: %s", release.name, error)
+    return LastHealthyResult(True, rendered, after, "")
 
 
 def expected_rollback(rollback: RollBack, status: ReleaseStatus) -> Outcome:
@@ -93,10 +103,12 @@ def roll_back(
     inventory: ReleaseInventory,
     rollback: RollBack,
     before_change: BeforeChange = no_record,
+    failed: Render | None = None,
 ) -> tuple[Outcome, ReleaseInventory]:
-    """Carry out a decided rollback: its ``RolledBack`` outcome and the new inventory."""
+    """Carry out a decided rollback: its ``RolledBack`` outcome and the new inventory.
+    ``failed``: the render rolled back from (see :func:`apply_last_healthy`)."""
     back = apply_last_healthy(
-        tick, release, status, deployer, inventory, rollback.applied, before_change
+        tick, release, status, deployer, inventory, rollback.applied, before_change, failed
     )
     if back.applied and back.render is not None:
         return rollback.applied(back.render), back.inventory

@@ -1,5 +1,6 @@
 """``stage_sync`` (SPEC 4 step 5, 7): dry run, persist, hooks and waves under the wave
-gate, prune, inventory.
+gate, prune, inventory; then SyncFail hooks when the sync failed and hook deletions by
+policy (``stages/hooks.py``).
 
 ``decide_sync`` makes the decision without changing anything (the pure "which phases
 next" of ``rollout.plan_waves``, the step, the outcome it gives); ``persist`` and
@@ -13,12 +14,26 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from convoy_batch.deployers.base import Deployer
+from convoy_batch.errors import ApplyFailed
 from convoy_batch.intents import Step
-from convoy_batch.models import InventoryEntry, Phase, Release, ReleaseInventory, ReleaseStatus
+from convoy_batch.models import (
+    SYNC_FAIL,
+    InventoryEntry,
+    Phase,
+    Release,
+    ReleaseInventory,
+    ReleaseStatus,
+)
 from convoy_batch.reasons import Reason
 from convoy_batch.render import Render
 from convoy_batch.rollout import GateKind, Outcome, Plan, RenderId, RollBack, plan_waves
 from convoy_batch.stages.act import BeforeChange, carry_out, expected_inventory, no_record
+from convoy_batch.stages.hooks import (
+    apply_sync_fail,
+    delete_finished_hooks,
+    dry_run_objects,
+    rollout_failed,
+)
 from convoy_batch.stages.last_healthy import expected_rollback
 from convoy_batch.stages.namespace import ensure_namespace
 from convoy_batch.tick import Tick
@@ -83,7 +98,8 @@ def decide_sync(
     if gate is not None and gate.reason is not None:
         reason, message = gate.reason, gate.message
     else:
-        reason, message = Reason.SYNCED, f"{len(render.objects)} objects applied"
+        applied = sum(1 for o in render.objects if o.hook != SYNC_FAIL)
+        reason, message = Reason.SYNCED, f"{applied} objects applied"
     expected = Outcome(
         rollout=gate.rollout if gate is not None and gate.rollout is not None else plan.rollout,
         applied=bool(waves.waves),
@@ -103,11 +119,14 @@ def decide_sync(
     return SyncDecision(expected, step)
 
 
-def persist(tick: Tick, release: Release, render: Render, deployer: Deployer) -> None:
-    """The dry run of every object of R (in the Release's namespace, created first when
-    the Release asks for it), then R's blob to the render store."""
+def persist(
+    tick: Tick, release: Release, render: Render, deployer: Deployer, inventory: ReleaseInventory
+) -> None:
+    """The dry run of R's objects (``stages/hooks.dry_run_objects``: in the Release's
+    namespace, created first when the Release asks for it), then R's blob to the render
+    store."""
     ensure_namespace(release, render, deployer)  # before the dry run, which needs it
-    deployer.dry_run([o.manifest for o in render.objects])
+    deployer.dry_run(dry_run_objects(render, inventory))
     tick.stores.renders.put(render.ref, render.canonical)
 
 
@@ -121,22 +140,27 @@ def stage_sync(
     inventory: ReleaseInventory,
     before_change: BeforeChange = no_record,
 ) -> SyncResult:
-    """Carry out R's decided ``step`` (R is persisted): ``expected`` when it succeeds."""
+    """Carry out R's decided ``step`` (R is persisted): ``expected`` when it succeeds;
+    then R's SyncFail hooks when the sync failed, and its finished hooks deleted by
+    their policy."""
     if step.phases or step.prune:  # the step changes the cluster: record it first
         tick.stores.renders.settle(render.ref)  # what the record points at is durable first
         before_change(step, expected, expected_inventory(inventory, render, step))
-    acted = carry_out(
-        deployer, inventory, render, step, tick.recorder(release.name), tick.claimants(release.name)
-    )
+    record = tick.recorder(release.name)
+    acted = carry_out(deployer, inventory, render, step, record, tick.claimants(release.name))
+    after = acted.inventory
+    if isinstance(acted.failure, ApplyFailed) or rollout_failed(expected.rollout, render):
+        after = apply_sync_fail(deployer, after, render, record)
     if acted.failure is not None:
         failure = acted.failure
         outcome = Outcome(
             expected.rollout, acted.sent, failure.reason, str(failure), expected.render
         )
-        return SyncResult(outcome, acted.inventory)
-    if acted.errors:
-        pruned = replace(expected, reason=Reason.PRUNE_FAILED, message=acted.errors[0])
-        return SyncResult(pruned, acted.inventory)
+        return SyncResult(outcome, after)
+    after, errors = delete_finished_hooks(deployer, after, render, record)
+    errors = acted.errors + errors
+    if errors:
+        return SyncResult(replace(expected, reason=Reason.PRUNE_FAILED, message=errors[0]), after)
     if acted.deleted:
         log.info("%s: pruned %s", release.name, ", ".join(map(str, acted.deleted)))
-    return SyncResult(expected, acted.inventory)
+    return SyncResult(expected, after)

@@ -84,3 +84,64 @@ def test_a_hook_is_settled_once_created_for_its_render(
     desired: dict[str, Any], found: dict[str, Any] | None, expected: bool
 ) -> None:
     assert settled(desired, found) is expected
+
+
+ARGO_HOOK = {"argocd.argoproj.io/hook": "PreSync"}
+ONCE = {"kustomize.toolkit.fluxcd.io/ssa": "IfNotPresent"}
+
+
+def ours(found: dict[str, Any]) -> dict[str, Any]:
+    found["metadata"]["labels"] = {"convoy.dev/release": "web"}
+    return found
+
+
+@pytest.mark.parametrize(
+    ("desired", "found", "expected"),
+    [
+        pytest.param(obj(R1 | ARGO_HOOK), live(R1 | ARGO_HOOK), True, id="argo-hook-this-render"),
+        pytest.param(obj(R2 | ARGO_HOOK), live(R1), False, id="argo-hook-another-render"),
+        pytest.param(
+            ours(obj(R1 | ONCE, a="git")), ours(live(R1, a="hand")), True, id="once-fields-unread"
+        ),
+        pytest.param(ours(obj(R2 | ONCE)), ours(live(R1)), False, id="once-another-render"),
+        pytest.param(ours(obj(R1 | ONCE)), live(R1), False, id="once-without-our-label"),
+        pytest.param(ours(obj(R1 | ONCE)), None, False, id="once-not-there"),
+    ],
+)
+def test_argo_hooks_and_create_only_objects_are_settled_by_their_bookkeeping(
+    desired: dict[str, Any], found: dict[str, Any] | None, expected: bool
+) -> None:
+    assert settled(desired, found) is expected
+
+
+def secret(data: dict[str, str] | None = None, strings: dict[str, str] | None = None) -> Any:
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "s", "annotations": {"convoy.dev/render": "sha256:1"}},
+    }
+    if data is not None:
+        body["data"] = data
+    if strings is not None:
+        body["stringData"] = strings
+    return body
+
+
+@pytest.mark.parametrize(
+    ("desired", "found", "expected"),
+    [
+        pytest.param(secret(strings={"k": "v"}), secret({"k": "dg=="}), True, id="as-stored"),
+        pytest.param(secret(strings={"k": "w"}), secret({"k": "dg=="}), False, id="changed"),
+        pytest.param(
+            secret({"k": "eA==", "j": "eQ=="}, {"k": "v"}),
+            secret({"k": "dg==", "j": "eQ=="}),
+            True,
+            id="stringData-wins-over-data",
+        ),
+        pytest.param(secret(strings={"k": "v"}), secret({}), False, id="not-stored"),
+    ],
+)
+def test_a_secrets_string_data_is_compared_as_the_data_the_server_stores(
+    desired: dict[str, Any], found: dict[str, Any], expected: bool
+) -> None:
+    assert unchanged(desired, found) is expected

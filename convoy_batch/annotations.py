@@ -1,0 +1,251 @@
+"""What an object's annotations mean to convoy-batch: its own ``convoy.dev/*`` ones and
+those of Argo CD and Flux, so that repositories written for them sync unchanged
+(README, "Peer annotations"). Pure: no I/O.
+
+Rules:
+
+- convoy's own annotation wins: when it is present, the peer annotation with the same
+  meaning is not read at all.
+- An unknown value is a RenderFailed naming the file, the object and the annotation.
+  Argo CD values are compared exactly and Flux values without regard to case, as each
+  of them does.
+- Argo CD's ``Sync`` hooks are a phase of their own between PreSync and the first wave,
+  and ``SyncFail`` hooks run only when a sync fails (``stages/hooks.py``).
+- Argo CD's ``Skip`` hook and Flux's ``ssa: Ignore`` (or ``reconcile: disabled``) make
+  an object ignored: never applied, never pruned.
+- Flux's ``ssa: IfNotPresent`` is read by the deployers from the manifest itself
+  (:func:`create_only`): the object is created when missing; an existing one gets
+  convoy-batch's label and render annotation only (:func:`bookkeeping`), never a field
+  of its own.
+"""
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from convoy_batch.errors import RenderFailed
+from convoy_batch.models import (
+    ANNOTATION_HOOK,
+    ANNOTATION_PRUNE,
+    ANNOTATION_RENDER,
+    ANNOTATION_SYNC_WAVE,
+    LABEL_RELEASE,
+    POST_SYNC,
+    PRE_SYNC,
+    SYNC,
+    SYNC_FAIL,
+    HealthState,
+    PhaseName,
+)
+
+ARGO_HOOK = "argocd.argoproj.io/hook"
+ARGO_HOOK_DELETE_POLICY = "argocd.argoproj.io/hook-delete-policy"
+ARGO_SYNC_WAVE = "argocd.argoproj.io/sync-wave"
+ARGO_SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
+FLUX_PRUNE = "kustomize.toolkit.fluxcd.io/prune"
+FLUX_SSA = "kustomize.toolkit.fluxcd.io/ssa"
+FLUX_RECONCILE = "kustomize.toolkit.fluxcd.io/reconcile"
+
+SKIP = "Skip"
+CONVOY_HOOKS: tuple[PhaseName, ...] = (PRE_SYNC, POST_SYNC)
+ARGO_HOOKS: tuple[PhaseName, ...] = (PRE_SYNC, SYNC, POST_SYNC, SYNC_FAIL)
+DELETE_POLICIES: Mapping[str, HealthState | None] = {
+    "BeforeHookCreation": None,  # what convoy-batch always does: re-created per render
+    "HookSucceeded": HealthState.CURRENT,
+    "HookFailed": HealthState.FAILED,
+}
+ARGO_IGNORED_OPTIONS = frozenset(
+    {
+        # what convoy-batch does anyway (server-side apply, prune after the last wave,
+        # only what differs is sent, shared objects refused)
+        "ServerSideApply",
+        "PruneLast",
+        "ApplyOutOfSyncOnly",
+        "FailOnSharedResource",
+        # what only kubectl's client-side apply needs
+        "ClientSideApplyMigration",
+        "Replace",
+        "Validate",
+        # what convoy-batch does not do; the server's answer stands (a dry run or apply
+        # that fails is DryRunFailed or ApplyFailed)
+        "SkipDryRunOnMissingResource",
+        "Force",
+        # about deleting or creating a whole Application
+        "Delete",
+        "CreateNamespace",
+        "PrunePropagationPolicy",
+        "RespectIgnoreDifferences",
+    }
+)
+FLUX_SSA_VALUES = ("Override", "Merge", "IfNotPresent", "Ignore")
+_WAVE = re.compile(r"^[-+]?[0-9]+$")
+
+
+@dataclass(frozen=True)
+class Meaning:
+    """What convoy-batch does with one object."""
+
+    wave: int = 0
+    hook: PhaseName | None = None
+    prune: bool = True
+    ignored: bool = False
+    """Never applied, never pruned (Argo CD ``Skip``, Flux ``ssa: Ignore``)."""
+    create_only: bool = False
+    """Applied only when it does not exist live (Flux ``ssa: IfNotPresent``)."""
+    delete_when: frozenset[HealthState] = frozenset()
+    """A hook deleted once its health is one of these (HookSucceeded, HookFailed)."""
+
+
+def meaning(annotations: Mapping[str, Any], where: str) -> Meaning:
+    """The meaning of an object's annotations; ``where`` names the file and object."""
+    note = _Reader(annotations, where)
+    hook, skip = note.hook()
+    return Meaning(
+        wave=note.wave(),
+        hook=hook,
+        prune=note.prune(),
+        ignored=skip or note.flux_ignored(),
+        create_only=note.flux_ssa() == "IfNotPresent",
+        delete_when=note.delete_when(),
+    )
+
+
+class _Reader:
+    def __init__(self, annotations: Mapping[str, Any], where: str) -> None:
+        self.annotations = annotations
+        self.where = where
+
+    def refuse(self, name: str, value: Any, expected: str) -> RenderFailed:
+        return RenderFailed(f"{self.where}: annotation {name}: {value!r} is not {expected}")
+
+    def text(self, name: str, expected: str) -> str | None:
+        value = self.annotations.get(name)
+        if value is None or isinstance(value, str):
+            return value
+        raise self.refuse(name, value, expected)
+
+    def csv(self, name: str, expected: str) -> list[str] | None:
+        """A comma separated list as Argo CD reads one: items trimmed, empty ones dropped."""
+        value = self.text(name, expected)
+        if value is None:
+            return None
+        items = [item.strip() for item in value.split(",") if item.strip()]
+        if not items:
+            raise self.refuse(name, value, expected)
+        return items
+
+    def wave(self) -> int:
+        name = ANNOTATION_SYNC_WAVE if ANNOTATION_SYNC_WAVE in self.annotations else ARGO_SYNC_WAVE
+        value = self.annotations.get(name)
+        if value is None:
+            return 0
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and _WAVE.match(value.strip()):
+            return int(value)
+        raise self.refuse(name, value, "an integer")
+
+    def hook(self) -> tuple[PhaseName | None, bool]:
+        """The hook phase, and whether the object is skipped (Argo CD ``Skip``)."""
+        if ANNOTATION_HOOK in self.annotations:
+            value = self.annotations[ANNOTATION_HOOK]
+            found = next((h for h in CONVOY_HOOKS if h == value), None)
+            if value is not None and found is None:
+                raise self.refuse(ANNOTATION_HOOK, value, "PreSync or PostSync")
+            return found, False
+        expected = "one of PreSync, Sync, PostSync, SyncFail, Skip"
+        items = self.csv(ARGO_HOOK, expected)
+        if items is None:
+            return None, False
+        if len(items) > 1:
+            raise self.refuse(ARGO_HOOK, ",".join(items), "one hook phase (one per object)")
+        if items[0] == SKIP:
+            return None, True
+        found = next((h for h in ARGO_HOOKS if h == items[0]), None)
+        if found is None:
+            raise self.refuse(ARGO_HOOK, items[0], expected)
+        return found, False
+
+    def delete_when(self) -> frozenset[HealthState]:
+        expected = "a list of BeforeHookCreation, HookSucceeded, HookFailed"
+        items = self.csv(ARGO_HOOK_DELETE_POLICY, expected) or []
+        for item in items:
+            if item not in DELETE_POLICIES:
+                raise self.refuse(ARGO_HOOK_DELETE_POLICY, item, expected)
+        return frozenset(s for s in (DELETE_POLICIES[i] for i in items) if s is not None)
+
+    def prune(self) -> bool:
+        if ANNOTATION_PRUNE in self.annotations:
+            value = self.annotations[ANNOTATION_PRUNE]
+            return not (value == "false" or value is False)
+        argo = self.argo_prune()
+        flux = self.flux_value(FLUX_PRUNE, ("enabled", "disabled"))
+        return argo is not False and flux != "disabled"
+
+    def argo_prune(self) -> bool | None:
+        """``Prune=false|true`` of the sync options; the other options Argo CD documents
+        are ignored (README), an unknown one is refused."""
+        found = None
+        expected = "a list of Argo CD sync options (Name=value)"
+        for item in self.csv(ARGO_SYNC_OPTIONS, expected) or []:
+            option, equals, value = item.partition("=")
+            if not equals:
+                raise self.refuse(ARGO_SYNC_OPTIONS, item, expected)
+            if option == "Prune":
+                if value not in ("true", "false"):
+                    raise self.refuse(ARGO_SYNC_OPTIONS, item, "Prune=false or Prune=true")
+                found = value == "true"
+            elif option not in ARGO_IGNORED_OPTIONS:
+                raise self.refuse(ARGO_SYNC_OPTIONS, item, "a known Argo CD sync option")
+        return found
+
+    def flux_value(self, name: str, known: tuple[str, ...]) -> str | None:
+        """The value among ``known`` (Flux compares without regard to case)."""
+        expected = " or ".join(known)
+        value = self.text(name, expected)
+        if value is None:
+            return None
+        found = next((k for k in known if k.lower() == value.lower()), None)
+        if found is None:
+            raise self.refuse(name, value, expected)
+        return found
+
+    def flux_ssa(self) -> str | None:
+        return self.flux_value(FLUX_SSA, FLUX_SSA_VALUES)
+
+    def flux_ignored(self) -> bool:
+        reconcile = self.flux_value(FLUX_RECONCILE, ("enabled", "disabled"))
+        return self.flux_ssa() == "Ignore" or reconcile == "disabled"
+
+
+def _annotation(manifest: Mapping[str, Any], name: str) -> Any:
+    meta = manifest.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    return annotations.get(name) if isinstance(annotations, Mapping) else None
+
+
+def is_hook(manifest: Mapping[str, Any]) -> bool:
+    """A rendered hook (convoy's or Argo CD's annotation): created once per render."""
+    return bool(_annotation(manifest, ANNOTATION_HOOK) or _annotation(manifest, ARGO_HOOK))
+
+
+def create_only(manifest: Mapping[str, Any]) -> bool:
+    """Flux ``ssa: IfNotPresent``: applied only while the object does not exist live."""
+    value = _annotation(manifest, FLUX_SSA)
+    return isinstance(value, str) and value.lower() == "ifnotpresent"
+
+
+def bookkeeping(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """convoy-batch's own label and render annotation of a rendered manifest, as a
+    metadata patch: all that is written to a create-only object that already exists
+    (so the observer and prune know it as the Release's, for this render)."""
+    meta = manifest.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    return {
+        "metadata": {
+            "labels": {LABEL_RELEASE: labels.get(LABEL_RELEASE)},
+            "annotations": {ANNOTATION_RENDER: annotations.get(ANNOTATION_RENDER)},
+        }
+    }

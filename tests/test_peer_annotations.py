@@ -1,0 +1,238 @@
+"""Argo CD and Flux annotations read by the public render function: every mapping of
+the README's table, convoy's own annotation winning, and every unknown value refused."""
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convoy_batch import annotations
+from convoy_batch.errors import RenderFailed
+from convoy_batch.models import HealthState
+from convoy_batch.render import Render, RenderedObject, load_render
+from tests.test_render import run
+
+HOOK = annotations.ARGO_HOOK
+POLICY = annotations.ARGO_HOOK_DELETE_POLICY
+WAVE = annotations.ARGO_SYNC_WAVE
+OPTIONS = annotations.ARGO_SYNC_OPTIONS
+COMPARE = "argocd.argoproj.io/compare-options"
+PRUNE = annotations.FLUX_PRUNE
+SSA = annotations.FLUX_SSA
+RECONCILE = annotations.FLUX_RECONCILE
+
+
+def job(name: str, notes: dict[str, str], kind: str = "Job") -> str:
+    lines = "".join(f"    {k}: {v!r}\n" for k, v in notes.items())
+    meta = f"  annotations:\n{lines}" if notes else ""
+    api_version = "batch/v1" if kind == "Job" else "v1"
+    return f"apiVersion: {api_version}\nkind: {kind}\nmetadata:\n  name: {name}\n{meta}"
+
+
+def render_one(notes: dict[str, str]) -> Render:
+    return run({"app/a.yaml": job("x", notes)})
+
+
+def the_object(notes: dict[str, str]) -> RenderedObject:
+    (obj,) = render_one(notes).objects
+    return obj
+
+
+def meaning_of(obj: RenderedObject) -> dict[str, Any]:
+    return {
+        "wave": obj.wave,
+        "hook": obj.hook,
+        "prune": obj.prune,
+        "create_only": obj.create_only,
+        "delete_when": obj.delete_when,
+    }
+
+
+PLAIN = {"wave": 0, "hook": None, "prune": True, "create_only": False, "delete_when": frozenset()}
+SUCCEEDED = frozenset({HealthState.CURRENT})
+FAILED = frozenset({HealthState.FAILED})
+
+# (annotations, what convoy-batch makes of them): one row per line of the README table
+MAPPINGS = [
+    pytest.param({HOOK: "PreSync"}, {"hook": "PreSync"}, id="argo-hook-presync"),
+    pytest.param({HOOK: "Sync"}, {"hook": "Sync"}, id="argo-hook-sync"),
+    pytest.param({HOOK: "PostSync"}, {"hook": "PostSync"}, id="argo-hook-postsync"),
+    pytest.param({HOOK: "SyncFail"}, {"hook": "SyncFail"}, id="argo-hook-syncfail"),
+    pytest.param({HOOK: " PreSync "}, {"hook": "PreSync"}, id="argo-hook-spaces"),
+    pytest.param(
+        {HOOK: "PreSync", POLICY: "BeforeHookCreation"}, {"hook": "PreSync"}, id="policy-before"
+    ),
+    pytest.param(
+        {HOOK: "PreSync", POLICY: "HookSucceeded"},
+        {"hook": "PreSync", "delete_when": SUCCEEDED},
+        id="policy-succeeded",
+    ),
+    pytest.param(
+        {HOOK: "PostSync", POLICY: "HookFailed"},
+        {"hook": "PostSync", "delete_when": FAILED},
+        id="policy-failed",
+    ),
+    pytest.param(
+        {HOOK: "Sync", POLICY: "HookSucceeded, HookFailed,BeforeHookCreation"},
+        {"hook": "Sync", "delete_when": SUCCEEDED | FAILED},
+        id="policy-list",
+    ),
+    pytest.param({POLICY: "HookSucceeded"}, {}, id="policy-without-hook-ignored"),
+    pytest.param({WAVE: "3"}, {"wave": 3}, id="argo-wave"),
+    pytest.param({WAVE: "-2"}, {"wave": -2}, id="argo-wave-negative"),
+    pytest.param({OPTIONS: "Prune=false"}, {"prune": False}, id="argo-prune-false"),
+    pytest.param({OPTIONS: "Prune=true"}, {}, id="argo-prune-true"),
+    pytest.param(
+        {OPTIONS: "ServerSideApply=true, Prune=false"}, {"prune": False}, id="argo-options-list"
+    ),
+    *(
+        pytest.param({OPTIONS: f"{option}=true"}, {}, id=f"argo-option-{option}-ignored")
+        for option in sorted(annotations.ARGO_IGNORED_OPTIONS)
+    ),
+    pytest.param({COMPARE: "IgnoreExtraneous"}, {}, id="argo-compare-options-ignored"),
+    pytest.param({PRUNE: "disabled"}, {"prune": False}, id="flux-prune-disabled"),
+    pytest.param({PRUNE: "Disabled"}, {"prune": False}, id="flux-prune-any-case"),
+    pytest.param({PRUNE: "enabled"}, {}, id="flux-prune-enabled"),
+    pytest.param({SSA: "IfNotPresent"}, {"create_only": True}, id="flux-ssa-ifnotpresent"),
+    pytest.param({SSA: "ifnotpresent"}, {"create_only": True}, id="flux-ssa-any-case"),
+    pytest.param({SSA: "Override"}, {}, id="flux-ssa-override"),
+    pytest.param({SSA: "Merge"}, {}, id="flux-ssa-merge"),
+    pytest.param({RECONCILE: "enabled"}, {}, id="flux-reconcile-enabled"),
+    # convoy's own annotation wins, and the peer's is then not read at all
+    pytest.param({"convoy.dev/sync-wave": "2", WAVE: "5"}, {"wave": 2}, id="convoy-wave-wins"),
+    pytest.param(
+        {"convoy.dev/sync-wave": "2", WAVE: "soon"}, {"wave": 2}, id="convoy-wave-peer-unread"
+    ),
+    pytest.param(
+        {"convoy.dev/hook": "PreSync", HOOK: "PostSync"}, {"hook": "PreSync"}, id="convoy-hook"
+    ),
+    pytest.param(
+        {"convoy.dev/hook": "PostSync", HOOK: "Skip"}, {"hook": "PostSync"}, id="convoy-over-skip"
+    ),
+    pytest.param({"convoy.dev/prune": "true", PRUNE: "disabled"}, {}, id="convoy-prune-wins"),
+    pytest.param(
+        {"convoy.dev/prune": "true", OPTIONS: "Prune=false"}, {}, id="convoy-prune-over-argo"
+    ),
+    pytest.param({OPTIONS: "Prune=true", PRUNE: "disabled"}, {"prune": False}, id="peers-either"),
+]
+
+
+@pytest.mark.parametrize(("notes", "meant"), MAPPINGS)
+def test_a_peer_annotation_means_what_the_table_says(
+    notes: dict[str, str], meant: dict[str, Any]
+) -> None:
+    assert meaning_of(the_object(notes)) == PLAIN | meant
+
+
+IGNORING_ROWS = [{HOOK: "Skip"}, {SSA: "Ignore"}, {SSA: "ignore"}, {RECONCILE: "disabled"}]
+
+
+def test_every_value_the_code_knows_has_a_row() -> None:
+    rows = [param.values[0] for param in MAPPINGS] + IGNORING_ROWS
+    pairs = [(name, value) for row in rows for name, value in row.items()]
+    tested = {(name, item.strip()) for name, value in pairs for item in value.split(",")}
+    known = {(HOOK, h) for h in (*annotations.ARGO_HOOKS, annotations.SKIP)}
+    known |= {(POLICY, p) for p in annotations.DELETE_POLICIES}
+    known |= {(SSA, v) for v in annotations.FLUX_SSA_VALUES}
+    known |= {(OPTIONS, f"{o}=true") for o in annotations.ARGO_IGNORED_OPTIONS}
+    known |= {(OPTIONS, "Prune=false"), (PRUNE, "disabled"), (RECONCILE, "disabled")}
+    assert known <= tested, sorted(known - tested)
+
+
+@pytest.mark.parametrize("notes", IGNORING_ROWS, ids=lambda n: "-".join(n.values()))
+def test_skipped_and_ignored_objects_are_never_applied(notes: dict[str, str]) -> None:
+    result = run({"app/a.yaml": job("kept", {}) + "---\n" + job("left", notes)})
+    assert [o.key.name for o in result.objects] == ["kept"]
+    assert [key.name for key in result.ignored] == ["left"]
+    again = load_render(result.canonical, "web", result.revision)
+    assert [key.name for key in again.ignored] == ["left"]
+
+
+def test_argo_hook_phases_order_presync_sync_waves_postsync_and_leave_syncfail_out() -> None:
+    files = {
+        "app/a.yaml": job("late", {WAVE: "1"}, "ConfigMap")
+        + "---\n"
+        + job("plain", {}, "ConfigMap")
+        + "---\n"
+        + job("pre", {HOOK: "PreSync"})
+        + "---\n"
+        + job("during", {HOOK: "Sync"})
+        + "---\n"
+        + job("post", {HOOK: "PostSync"})
+        + "---\n"
+        + job("failing", {HOOK: "SyncFail"})
+    }
+    result = run(files)
+    assert result.phases() == ("PreSync", "Sync", 0, 1, "PostSync")
+    order = ["pre", "during", "plain", "late", "post", "failing"]
+    assert [o.key.name for o in result.objects] == order
+    assert [o.key.name for o in result.by_phase("SyncFail")] == ["failing"]
+
+
+UNKNOWN = [
+    pytest.param({HOOK: "Presync"}, HOOK, "'Presync' is not one of PreSync", id="hook-case"),
+    pytest.param({HOOK: "PreDelete"}, HOOK, "'PreDelete' is not one of", id="hook-unknown"),
+    pytest.param(
+        {HOOK: "PreSync,PostSync"}, HOOK, "is not one hook phase (one per object)", id="hook-two"
+    ),
+    pytest.param({HOOK: " , "}, HOOK, "' , ' is not one of", id="hook-empty"),
+    pytest.param({POLICY: "Never"}, POLICY, "'Never' is not a list of", id="policy-unknown"),
+    pytest.param(
+        {HOOK: "Sync", POLICY: "HookSucceeded,hookfailed"},
+        POLICY,
+        "'hookfailed' is not a list of",
+        id="policy-case",
+    ),
+    pytest.param({WAVE: "soon"}, WAVE, "'soon' is not an integer", id="wave-text"),
+    pytest.param({WAVE: "1.5"}, WAVE, "'1.5' is not an integer", id="wave-float"),
+    pytest.param(
+        {OPTIONS: "Prune=confirm"}, OPTIONS, "is not Prune=false or Prune=true", id="confirm"
+    ),
+    pytest.param(
+        {OPTIONS: "Bogus=true"}, OPTIONS, "'Bogus=true' is not a known Argo CD", id="option-unknown"
+    ),
+    pytest.param({OPTIONS: "Prune"}, OPTIONS, "'Prune' is not a list of", id="option-no-value"),
+    pytest.param({PRUNE: "false"}, PRUNE, "'false' is not enabled or disabled", id="flux-prune"),
+    pytest.param({SSA: "Always"}, SSA, "'Always' is not Override or Merge", id="flux-ssa"),
+    pytest.param({RECONCILE: "off"}, RECONCILE, "'off' is not enabled or disabled", id="reconcile"),
+]
+
+
+@pytest.mark.parametrize(("notes", "name", "message"), UNKNOWN)
+def test_an_unknown_value_is_a_one_line_render_failure_naming_file_object_and_annotation(
+    notes: dict[str, str], name: str, message: str
+) -> None:
+    with pytest.raises(RenderFailed) as raised:
+        render_one(notes)
+    text = str(raised.value)
+    assert "\n" not in text
+    assert text.startswith(f"app/a.yaml: Job.batch web-ns/x: annotation {name}: "), text
+    assert message in text, text
+
+
+def test_a_value_that_is_not_text_is_refused() -> None:
+    text = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  annotations:\n"
+    with pytest.raises(RenderFailed, match=re.escape(f"annotation {HOOK}: 1 is not one of")):
+        run({"app/a.yaml": text + f"    {HOOK}: 1\n"})
+
+
+def test_an_integer_argo_wave_is_read_as_convoy_reads_its_own() -> None:
+    text = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  annotations:\n"
+    (obj,) = run({"app/a.yaml": text + f"    {WAVE}: 4\n"}).objects
+    assert obj.wave == 4
+
+
+def test_the_readme_table_names_every_annotation_and_value_the_code_knows() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme[readme.index("## Argo CD and Flux annotations") :]
+    names = (HOOK, POLICY, WAVE, OPTIONS, COMPARE, PRUNE, SSA, RECONCILE)
+    values = (
+        *annotations.ARGO_HOOKS,
+        annotations.SKIP,
+        *annotations.DELETE_POLICIES,
+        *annotations.FLUX_SSA_VALUES,
+        *annotations.ARGO_IGNORED_OPTIONS,
+    )
+    missing = [word for word in (*names, *values) if f"`{word}`" not in table]
+    assert not missing
