@@ -172,12 +172,14 @@ class Scenario:
         obj["status"] = status
         path.write_text(yaml.safe_dump(obj, sort_keys=False))
 
-    def deployment_ready(self, name: str = "web") -> None:
-        obj = self.live(name, "deployment.apps", name)
+    def deployment_ready(self, name: str = "web", namespace: str | None = None) -> None:
+        """Play the Deployment's controller: ready (its namespace: the Release's name)."""
+        namespace = namespace or name
+        obj = self.live(namespace, "deployment.apps", name)
         gen = obj["metadata"].get("generation", 1)
         n = obj["spec"].get("replicas", 1)
         self.set_status(
-            name,
+            namespace,
             "deployment.apps",
             name,
             {

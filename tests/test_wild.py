@@ -5,14 +5,11 @@ from pathlib import Path
 
 from tests.fakes import job_status_complete
 from tests.scenario import Scenario
-from tests.wild import GUESTBOOK, release, shop
+from tests.wild import GUESTBOOK, change, shop
 
 
 def commit_app(s: Scenario, name: str, files: dict[str, str], drop: tuple[str, ...] = ()) -> None:
-    change: dict[str, str | None] = {f"apps/{name}/{f}": t for f, t in files.items()}
-    change.update({f"apps/{name}/{f}": None for f in drop})
-    change[f"releases/{name}.yaml"] = release(name)
-    s.commit(change, f"{name}")
+    s.commit(change(name, files, drop), name)
 
 
 def cluster_files(s: Scenario) -> dict[Path, int]:
@@ -20,27 +17,12 @@ def cluster_files(s: Scenario) -> dict[Path, int]:
     return {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
 
 
-def ready(s: Scenario, *deployments: str, namespace: str = "shop") -> None:
-    for name in deployments:
-        obj = s.live(namespace, "deployment.apps", name)
-        n = obj["spec"]["replicas"]
-        status = {
-            "observedGeneration": obj["metadata"].get("generation", 1),
-            "replicas": n,
-            "updatedReplicas": n,
-            "readyReplicas": n,
-            "availableReplicas": n,
-            "conditions": [{"type": "Available", "status": "True"}],
-        }
-        s.set_status(namespace, "deployment.apps", name, status)
-
-
 def test_the_guestbook_as_written_rolls_out_and_then_ticks_quietly(scenario: Scenario) -> None:
     s = scenario
     commit_app(s, "guestbook", GUESTBOOK)
     assert s.reconcile(minutes=0).code == 0
     assert s.status("guestbook")["lastAttempted"]["reason"] == "Synced"
-    ready(s, "guestbook-ui", namespace="guestbook")
+    s.deployment_ready("guestbook-ui", namespace="guestbook")
     assert s.reconcile(minutes=1).code == 0
     assert s.status("guestbook")["rollout"]["state"] == "Succeeded"
     head, files = s.head(), cluster_files(s)
@@ -70,7 +52,8 @@ def test_the_shop_rolls_out_through_its_hook_rolls_back_prunes_and_ticks_quietly
         ("configmap", "promotions"),
     ]:
         assert s.object_path("shop", kind_dir, name).exists(), (kind_dir, name)
-    ready(s, "frontend", "cart")
+    s.deployment_ready("frontend", namespace="shop")
+    s.deployment_ready("cart", namespace="shop")
     assert s.reconcile(minutes=2).code == 0
     assert s.status("shop")["rollout"]["state"] == "Succeeded"
 
@@ -92,7 +75,7 @@ def test_the_shop_rolls_out_through_its_hook_rolls_back_prunes_and_ticks_quietly
     s.set_status("shop", "job.batch", "db-migrate", job_status_complete())
     assert s.reconcile(minutes=18).code == 0
     assert not s.object_path("shop", "configmap", "promotions").exists()
-    ready(s, "frontend")
+    s.deployment_ready("frontend", namespace="shop")
     assert s.reconcile(minutes=19).code == 0
     assert s.status("shop")["rollout"]["state"] == "Succeeded"
 

@@ -199,3 +199,12 @@ def release(name: str, *, cluster: str = "staging") -> str:
         "  syncPolicy: {createNamespace: true}\n"
         "  failurePolicy: {rollback: Auto, progressDeadline: 10m}\n"
     )
+
+
+def change(name: str, files: dict[str, str], drop: tuple[str, ...] = ()) -> dict[str, str | None]:
+    """A commit's files: the Release ``name`` (see :func:`release`) with ``files`` as its
+    source, and ``drop`` removed from it."""
+    changed: dict[str, str | None] = {f"apps/{name}/{f}": t for f, t in files.items()}
+    changed.update({f"apps/{name}/{f}": None for f in drop})
+    changed[f"releases/{name}.yaml"] = release(name)
+    return changed

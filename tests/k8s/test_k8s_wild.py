@@ -8,16 +8,13 @@ from kubernetes import client
 
 from tests.k8s.k8s_scenario import KubeScenario
 from tests.k8s.test_k8s_scenarios import server_writes
-from tests.wild import GUESTBOOK, release, shop
+from tests.wild import GUESTBOOK, change, shop
 
 
 def commit_app(
     s: KubeScenario, name: str, files: dict[str, str], drop: tuple[str, ...] = ()
 ) -> None:
-    change: dict[str, str | None] = {f"apps/{name}/{f}": t for f, t in files.items()}
-    change.update({f"apps/{name}/{f}": None for f in drop})
-    change[f"releases/{name}.yaml"] = release(name)
-    s.commit(change, name)
+    s.commit(change(name, files, drop), name)
 
 
 def image(s: KubeScenario, namespace: str, name: str) -> str:
