@@ -97,8 +97,14 @@ class Meaning:
     """A hook deleted once its health is one of these (HookSucceeded, HookFailed)."""
 
 
+PLAIN = Meaning()
+"""An object without annotations: wave 0, no hook, pruned, applied."""
+
+
 def meaning(annotations: Mapping[str, Any], where: str) -> Meaning:
     """The meaning of an object's annotations; ``where`` names the file and object."""
+    if not annotations:  # most objects: nothing to read
+        return PLAIN
     note = _Reader(annotations, where)
     hook, skip = note.hook()
     return Meaning(

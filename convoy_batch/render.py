@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from convoy_batch import yamlload
@@ -273,7 +274,15 @@ class Render:
         return order_phases(waves, {obj.hook for obj in self.objects if obj.hook is not None})
 
     def by_phase(self, phase: Phase) -> tuple[RenderedObject, ...]:
-        return tuple(obj for obj in self.objects if obj.phase == phase)
+        return self._phases.get(phase, ())
+
+    @cached_property
+    def _phases(self) -> dict[Phase, tuple[RenderedObject, ...]]:
+        """Phase -> its objects in apply order (made once per Render, which is frozen)."""
+        grouped: dict[Phase, list[RenderedObject]] = {}
+        for obj in self.objects:
+            grouped.setdefault(obj.phase, []).append(obj)
+        return {phase: tuple(objects) for phase, objects in grouped.items()}
 
 
 def _stamp(obj: Manifest, release_name: str, ref: str) -> Manifest:

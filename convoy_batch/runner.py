@@ -4,9 +4,12 @@ commit changed statuses, garbage-collect renders once, push once.
 This is the library call that the CLI and the Dagster assets both make. Does I/O.
 """
 
+import gc
 import logging
-from collections.abc import Sequence, Set
+import threading
+from collections.abc import Iterator, Sequence, Set
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -242,6 +245,42 @@ def select(tick: Tick, names: Sequence[str]) -> list[ReleaseEntry]:
     return [releases[n] for n in names] if names else [releases[n] for n in sorted(releases)]
 
 
+GC_THRESHOLD = (50_000, 20, 100)
+"""Python's cycle collector during a tick: a tick makes a few hundred thousand objects
+that live until it ends (models, parsed manifests, inventories), and with the default
+thresholds (700, 10, 10) the collector walks them again and again: a quarter of a
+steady tick of 1,000 Releases (bench/tick.py: 1.6 s against 1.25 s). Collections still
+run, about 70 times less often."""
+
+
+class _Collections:
+    """:data:`GC_THRESHOLD` while at least one tick of this process runs; the host's own
+    thresholds (a Dagster process) come back when the last one ends."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running = 0
+        self.host = gc.get_threshold()
+
+    @contextmanager
+    def fewer(self) -> Iterator[None]:
+        with self.lock:
+            if self.running == 0:
+                self.host = gc.get_threshold()
+                gc.set_threshold(*GC_THRESHOLD)
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.running -= 1
+                if self.running == 0:
+                    gc.set_threshold(*self.host)
+
+
+fewer_collections = _Collections().fewer
+
+
 PARALLEL_RELEASES = 32
 """Releases of one cluster wave on Kubernetes reconciled at once: their time is mostly
 waiting for the API server."""
@@ -360,6 +399,22 @@ def run_tick(
     """One tick: named Releases are reconciled whether due or not; otherwise the due ones
     (every one with ``all_releases``, which is also the full resync of SPEC 13).
     ``deployer_factory`` builds each Cluster's deployer (tests inject failures there)."""
+    with fewer_collections():
+        return _run_tick(
+            repo, state_dir, now, names, all_releases, forced, observe_first, deployer_factory
+        )
+
+
+def _run_tick(
+    repo: Path,
+    state_dir: Path,
+    now: datetime,
+    names: Sequence[str],
+    all_releases: bool,
+    forced: Set[str],
+    observe_first: bool,
+    deployer_factory: DeployerFactory,
+) -> TickReport:
     tick = Tick.open(repo, state_dir, now, forced=forced, deployer_factory=deployer_factory)
     entries = select(tick, names)
     report = TickReport()

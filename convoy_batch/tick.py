@@ -174,6 +174,7 @@ class Tick:
         for cache in self.caches.values():
             cache.save()
         self.stores.ticks.flush()
+        self.ownership = None  # it refers back to the tick: no cycle outlives it
 
     def inventory(self, name: str) -> ReleaseInventory:
         """The Release's inventory as this tick knows it (read once per tick)."""
