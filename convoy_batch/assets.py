@@ -4,8 +4,10 @@
   UI's "Materialize", ``dagster asset materialize --partition NAME``, a backfill) is a
   forced sync of that Release (SPEC 9); a run that a schedule or sensor launched is not.
 - ``convoy_tick`` (job, one op): one run reconciles many Releases (the due ones, every
-  one, or the named ones) and records one materialization of ``release`` per Release it
-  reconciled, with the outcome as metadata.
+  one, or the named ones) and records a materialization of ``release`` for each Release
+  whose status changed (and was committed), with the outcome, the previous and new state
+  and the commit as metadata: a Release's events read like ``git log --
+  status/<name>.yaml``. Releases nothing happened to get one summary line, no event.
 
 Configuration is the ``convoy`` resource (:class:`ConvoyResource`). No
 ``from __future__ import annotations`` here: Dagster reads the context annotations.
@@ -86,11 +88,15 @@ def is_forced(tags: Mapping[str, str]) -> bool:
     return not any(tag in tags for tag in AUTOMATION_TAGS)
 
 
+def _state(status: Any) -> str | None:
+    return status.rollout.state.value if status.rollout else None
+
+
 def outcome_metadata(handled: Handled) -> dict[str, Any]:
     outcome = handled.outcome
-    rollout = handled.status.rollout
     return {
-        "state": rollout.state.value if rollout else None,
+        "state": _state(handled.status),
+        "previousState": _state(handled.prior),
         "reason": outcome.reason.value,
         "message": outcome.message,
         "renderRef": outcome.render.ref if outcome.render else None,
@@ -146,10 +152,14 @@ def ensure_partitions(instance: dg.DagsterInstance, names: Sequence[str]) -> Non
 
 
 def record(context: dg.OpExecutionContext, report: TickReport) -> None:
-    """One materialization of ``release`` per Release the tick reconciled."""
-    ensure_partitions(context.instance, [h.name for h in report.handled])
+    """A materialization of ``release`` for each Release whose status changed; one line
+    for those nothing happened to (an error is logged every time it is seen)."""
+    changed = [h for h in report.handled if h.changed]
+    ensure_partitions(context.instance, [h.name for h in changed])
     for handled in report.handled:
-        _log_outcome(context.log, handled)
+        if handled.changed or handled.outcome.is_error:
+            _log_outcome(context.log, handled)
+    for handled in changed:
         context.log_event(
             dg.AssetMaterialization(
                 asset_key=RELEASE_KEY,
@@ -157,8 +167,9 @@ def record(context: dg.OpExecutionContext, report: TickReport) -> None:
                 metadata=outcome_metadata(handled),
             )
         )
-    if report.skipped:
-        context.log.info(f"skipped: {report.skipped}")
+    quiet = len(report.handled) - len(changed)
+    if quiet or report.skipped:
+        context.log.info(f"unchanged: {quiet} Release(s) reconciled, {len(report.skipped)} not due")
     if report.commit_error:
         context.log.error(report.commit_error)
     if report.push_warning:

@@ -9,7 +9,7 @@ status is assembled in ``sync_handler`` only.
 
 import logging
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from convoy_batch.deployers.base import Deployer
@@ -182,6 +182,13 @@ class Handled:
     status: ReleaseStatus
     committed: "Future[str | None] | None"
     """The status commit, made in the background during a tick."""
+    prior: ReleaseStatus = field(default_factory=ReleaseStatus)
+    """The status before this reconcile."""
+
+    @property
+    def changed(self) -> bool:
+        """The status changed (and is committed): a transition, an apply, a new error."""
+        return self.committed is not None
 
     @property
     def commit(self) -> str | None:
@@ -248,7 +255,7 @@ def commit_status(
         message = message or commit_message(name, prior, status)
         commit = tick.status_store.commit_later(name, status, message)
         tick.statuses[name] = status
-    return Handled(name=name, outcome=outcome, status=status, committed=commit)
+    return Handled(name=name, outcome=outcome, status=status, committed=commit, prior=prior)
 
 
 def describe(handled: Handled) -> str:

@@ -17,7 +17,7 @@ import git
 import pytest
 import yaml
 
-from convoy_batch.assets import RELEASE_KEY, ConvoyResource, release, tick_job
+from convoy_batch.assets import RELEASE_KEY, ConvoyResource, release, tick_job, tick_run_config
 from convoy_batch.definitions import (
     build_definitions,
     defs,
@@ -146,7 +146,9 @@ def test_one_scheduled_run_reconciles_every_due_release(example: Example) -> Non
     assert example.instance.get_materialized_partitions(RELEASE_KEY) == {"api", "reports", "web"}
 
 
-def test_the_full_resync_reconciles_releases_that_are_not_due(example: Example) -> None:
+def test_the_full_resync_reconciles_releases_that_are_not_due_and_records_no_event(
+    example: Example,
+) -> None:
     example.tick(T0)
     built = build_definitions(repo=str(example.root), state=str(example.state))
     data = (
@@ -164,7 +166,28 @@ def test_the_full_resync_reconciles_releases_that_are_not_due(example: Example) 
         resources={"convoy": example.resource(at)},
     )
 
-    assert sorted(materializations(run)) == ["api", "reports", "web"]
+    # Every Release reconciled, none changed: no per-Release event, one summary line.
+    assert materializations(run) == {}
+    logs = [e.user_message for e in example.instance.all_logs(run.run_id)]
+    assert "unchanged: 3 Release(s) reconciled, 0 not due" in logs
+
+
+def test_a_release_s_events_are_its_status_changes(example: Example) -> None:
+    def tick(at: datetime) -> dict[str, dict[str, Any]]:
+        run = tick_job.execute_in_process(
+            run_config=tick_run_config(all_releases=True),
+            instance=example.instance,
+            resources={"convoy": example.resource(at)},
+        )
+        return materializations(run)
+
+    first = tick(T0)
+    assert sorted(first) == ["api", "reports", "web"]
+    assert (first["web"]["previousState"], first["web"]["state"]) == (None, "Progressing")
+    for minutes in (1, 2, 3):  # quiet ticks: nothing new
+        assert tick(T0 + timedelta(seconds=minutes)) == {}
+    events = example.instance.fetch_materializations(RELEASE_KEY, limit=100).records
+    assert len(events) == 3
 
 
 def discover(example: Example) -> list[tuple[str, list[str]]]:
