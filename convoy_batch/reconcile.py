@@ -121,7 +121,7 @@ def decide(
         stop = stage_gates(tick, release, rendered.cluster, render, force_pending)
         if stop is not None:
             return Decision(
-                Outcome(plan.rollout, False, stop.reason, stop.message, rid), plan, render
+                Outcome(plan.rollout, stop.applied, stop.reason, stop.message, rid), plan, render
             )
         tick.owners().check(release.name, (o.key for o in render.objects))
         sync = decide_sync(release, render, plan, status, inventory, tick.now)

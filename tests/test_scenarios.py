@@ -220,8 +220,18 @@ def test_manual_release_waits_for_a_forced_sync_by_flag(scenario: Scenario) -> N
     assert status["lastHandledForceSyncAt"] == "2026-11-29T12:05:00Z"
     assert scenario.deployment_image() == "example/web:1.0"
 
+    # In sync now: no longer "waiting" (and no new commit), until a new render arrives.
+    head = scenario.head()
     assert scenario.reconcile("web", minutes=6).code == 0
-    assert scenario.status()["lastAttempted"]["reason"] == "WaitingForManualSync"
+    attempted = scenario.status()["lastAttempted"]
+    assert (attempted["reason"], attempted["applied"]) == ("Synced", True)
+    assert attempted["message"] == "2 objects applied"  # what the forced sync did
+    assert scenario.head() == head
+    scenario.app(image="2.0", spec_extra=MANUAL)
+    assert scenario.reconcile("web", minutes=7).code == 0
+    attempted = scenario.status()["lastAttempted"]
+    assert (attempted["reason"], attempted["applied"]) == ("WaitingForManualSync", False)
+    assert scenario.deployment_image() == "example/web:1.0"
 
 
 def test_manual_release_takes_a_force_sync_annotation_once(scenario: Scenario) -> None:
@@ -237,7 +247,7 @@ def test_manual_release_takes_a_force_sync_annotation_once(scenario: Scenario) -
     assert status["lastAttempted"]["reason"] == "Synced"
     assert status["lastHandledForceSyncAt"] == "2026-11-29T12:30:00Z"
     assert scenario.reconcile("web", minutes=32).code == 0
-    assert scenario.status()["lastAttempted"]["reason"] == "WaitingForManualSync"
+    assert scenario.status()["lastAttempted"]["reason"] == "Synced"
     assert scenario.status()["lastHandledForceSyncAt"] == "2026-11-29T12:30:00Z"
 
 

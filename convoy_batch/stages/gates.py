@@ -6,7 +6,7 @@ Reads only the tick's snapshot and statuses; no I/O of its own.
 
 from dataclasses import dataclass
 
-from convoy_batch.models import Cluster, Release, SyncMode
+from convoy_batch.models import Cluster, Release, ReleaseStatus, SyncMode
 from convoy_batch.reasons import Reason
 from convoy_batch.render import Render
 from convoy_batch.tick import Tick
@@ -16,14 +16,29 @@ from convoy_batch.tick import Tick
 class GateStop:
     reason: Reason
     message: str
+    applied: bool = False
+    """R is already applied (the outcome's ``applied``: SPEC 4)."""
 
 
-def manual_gate(release: Release, force_pending: bool) -> GateStop | None:
-    if release.spec.sync_policy.mode == SyncMode.MANUAL and not force_pending:
-        return GateStop(
-            Reason.WAITING_FOR_MANUAL_SYNC, "syncPolicy.mode is Manual: waiting for a forced sync"
-        )
-    return None
+def manual_gate(
+    release: Release, force_pending: bool, status: ReleaseStatus, render: Render
+) -> GateStop | None:
+    """A Manual Release applies only on a forced sync. Once one synced R, it is in sync
+    (the outcome that sync gave, so the status does not change) until a new render
+    arrives, which waits for the next forced sync."""
+    if release.spec.sync_policy.mode != SyncMode.MANUAL or force_pending:
+        return None
+    attempt = status.last_attempted
+    if (
+        attempt is not None
+        and attempt.applied
+        and attempt.reason == Reason.SYNCED
+        and attempt.render_ref == render.ref
+    ):
+        return GateStop(Reason.SYNCED, attempt.message, applied=True)
+    return GateStop(
+        Reason.WAITING_FOR_MANUAL_SYNC, "syncPolicy.mode is Manual: waiting for a forced sync"
+    )
 
 
 def cluster_wave_gate(
@@ -54,4 +69,7 @@ def cluster_wave_gate(
 def stage_gates(
     tick: Tick, release: Release, cluster: Cluster, render: Render, force_pending: bool
 ) -> GateStop | None:
-    return manual_gate(release, force_pending) or cluster_wave_gate(tick, release, cluster, render)
+    status = tick.status(release.name)
+    return manual_gate(release, force_pending, status, render) or cluster_wave_gate(
+        tick, release, cluster, render
+    )
