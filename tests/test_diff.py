@@ -4,13 +4,16 @@ HEAD for a fresh state directory), and that it writes nothing."""
 
 import base64
 import hashlib
+import os
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from convoy_batch.timefmt import format_time
-from tests.scenario import DEPLOYMENT, T0, Scenario
+from tests.scenario import DEPLOYMENT, PROJECT, T0, Scenario
 
 EXTRA = """\
 apiVersion: v1
@@ -223,3 +226,56 @@ def test_an_unknown_revision_or_release_is_a_usage_error(s: Scenario) -> None:
     assert s.cli("diff", "--revision", "nope").code == 2
     assert s.cli("diff", "--revision", "--all").code == 2
     assert s.cli("diff", "nope").code == 2
+
+
+def test_a_release_gone_at_the_revision_is_listed_and_its_objects_stay(s: Scenario) -> None:
+    rolled_out(s)
+    on_branch(s, "pr", {"releases/web.yaml": None})
+    result = s.cli("diff", "--revision", "pr", "--exit-code")
+    assert result.code == 1, result.err
+    assert "web: gone at the revision: no longer reconciled; its 2 objects stay" in (
+        result.out.splitlines()
+    )
+
+
+README = PROJECT / "README.md"
+
+
+def readme_ci_step() -> str:
+    """The ``run:`` block of the README's pull-request job, as written."""
+    section = README.read_text().split("## Previewing a change (`diff`)", 1)[1]
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    run = block.split("run: |\n", 1)[1]
+    return "".join(line.strip() + "\n" for line in run.splitlines())
+
+
+def test_the_readme_ci_step_runs_as_written(s: Scenario, tmp_path: Path) -> None:
+    """A CI checkout of the base branch (a clone with ``origin``), the pull request's
+    merge ref on the origin, and the README's step run by a shell."""
+    s.app()
+    s.repo.git.checkout("-b", "pr")
+    s.commit({"apps/web/extra.yaml": EXTRA}, "pr")
+    s.repo.git.checkout("main")
+    s.repo.git.update_ref("refs/pull/7/merge", "pr")
+    checkout = tmp_path / "ci"
+    subprocess.run(["git", "clone", "--quiet", str(s.root), str(checkout)], check=True)
+    summary = tmp_path / "summary.md"
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(PROJECT),
+        "PR_REF": "refs/pull/7/merge",
+        "RUNNER_TEMP": str(tmp_path / "runner"),
+        "GITHUB_STEP_SUMMARY": str(summary),
+    }
+    step = readme_ci_step()
+    assert "convoy-batch --repo . --state" in step
+    done = subprocess.run(
+        ["bash", "-e", "-c", step], cwd=checkout, env=env, capture_output=True, text=True,
+        timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = summary.read_text().splitlines()
+    assert lines[0].startswith("### convoy-batch diff at ")
+    assert "| web | staging | 1 | 0 | 0 |" in lines[4]
+    assert "+ ConfigMap web/web-extra" in lines
