@@ -4,6 +4,7 @@ HEAD for a fresh state directory), and that it writes nothing."""
 
 import base64
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -279,3 +280,18 @@ def test_the_readme_ci_step_runs_as_written(s: Scenario, tmp_path: Path) -> None
     assert lines[0].startswith("### convoy-batch diff at ")
     assert "| web | staging | 1 | 0 | 0 |" in lines[4]
     assert "+ ConfigMap web/web-extra" in lines
+
+
+def test_json_output_holds_each_release_its_changes_and_plan(s: Scenario) -> None:
+    rolled_out(s)
+    on_branch(s, "pr", {"apps/web/extra.yaml": EXTRA})
+    for args in (("diff", "--revision", "pr", "--output", "json"),
+                 ("--output", "json", "diff", "--revision", "pr")):  # fmt: skip
+        data = json.loads(s.cli(*args).out)
+        (web,) = data["releases"]
+        assert (web["name"], web["against"], web["error"]) == ("web", "applied", None)
+        assert web["changes"] == [
+            {"object": "ConfigMap web/web-extra", "change": "added", "diff": []}
+        ]
+        assert web["plan"]["action"] == "ApplySource"
+        assert data["warnings"] == []
