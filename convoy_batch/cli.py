@@ -1,8 +1,9 @@
-"""The ``convoy-batch`` command (SPEC 14): reconcile, observe, status, plan.
+"""The ``convoy-batch`` command (SPEC 14): reconcile, observe, status, plan, diff.
 
 Exit codes: 0 every Release reconciled (waiting, gated, rolled back count); 1 at
 least one Release errored; 2 usage error, unreadable repository, unknown Release, a
-state directory that cannot be used.
+state directory that cannot be used. ``diff`` follows ``git diff``: 0, or 1 with
+``--exit-code`` when something would change; 2 when a Release cannot be rendered.
 """
 
 import argparse
@@ -16,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from convoy_batch import diff_report
+from convoy_batch.diff import diff_releases
 from convoy_batch.errors import ConvoyError, UsageError
 from convoy_batch.inspect import plan_release, status_rows
 from convoy_batch.reconcile import describe
@@ -47,6 +50,16 @@ def _parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="what the next tick would do; changes nothing")
     pl.add_argument("name")
     pl.add_argument("--now", type=parse_time, default=None)
+    d = sub.add_parser("diff", help="what the Releases at a revision would change; changes nothing")
+    d.add_argument("names", nargs="*", metavar="NAME")
+    d.add_argument("--all", action="store_true", help="every Release (the default)")
+    d.add_argument("--revision", default=None, help="a branch, tag or commit (default HEAD)")
+    d.add_argument("--live", action="store_true", help="against the cluster, not the inventory")
+    d.add_argument("--exit-code", action="store_true", help="exit 1 when anything would change")
+    d.add_argument(
+        "--output", dest="diff_output", choices=("text", "markdown", "yaml", "json"), default=None
+    )
+    d.add_argument("--now", type=parse_time, default=None)
     return p
 
 
@@ -137,11 +150,38 @@ def cmd_plan(args: argparse.Namespace, repo: Path, state: Path, now: datetime) -
     return EXIT_ERRORS if row.get("error") else EXIT_OK
 
 
+def cmd_diff(args: argparse.Namespace, repo: Path, state: Path, now: datetime) -> int:
+    if args.all and args.names:
+        raise UsageError("diff: name Releases or give --all, not both")
+    tick = Tick.open(repo, state, now, revision=args.revision)
+    head = Tick.open(repo, state, now) if args.revision else tick
+    known = tick.snapshot.releases.keys() | head.snapshot.releases.keys()
+    unknown = [n for n in args.names if n not in known]
+    if unknown:
+        raise UsageError(f"not a Release in releases/: {', '.join(unknown)}")
+    diffs, warnings = diff_releases(tick, head, args.names, args.live)
+    output = args.diff_output or args.output
+    if output in ("json", "yaml"):
+        data = diff_report.rows(diffs, warnings)
+        text = json.dumps(data, indent=2) + "\n" if output == "json" else yaml.safe_dump(data)
+        print(text, end="")
+    else:
+        render = diff_report.markdown if output == "markdown" else diff_report.text
+        print("\n".join(render(tick.snapshot.commit, diffs, warnings)))
+    for d in diffs:
+        if d.error is not None:
+            print(f"convoy-batch: {d.error}", file=sys.stderr)
+    if any(d.error is not None for d in diffs):
+        return EXIT_USAGE
+    return EXIT_ERRORS if args.exit_code and any(d.changed for d in diffs) else EXIT_OK
+
+
 COMMANDS = {
     "reconcile": cmd_reconcile,
     "observe": cmd_observe,
     "status": cmd_status,
     "plan": cmd_plan,
+    "diff": cmd_diff,
 }
 
 

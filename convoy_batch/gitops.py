@@ -10,6 +10,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 import git
+from git.exc import ODBError
 from pydantic import TypeAdapter, ValidationError
 
 from convoy_batch.errors import UsageError, one_line
@@ -75,11 +76,27 @@ class GitOpsRepo:
         if not self.repo.head.is_valid():
             raise UsageError(f"{self.path}: the repository has no commit yet")
 
-    def snapshot(self, cache: ParseCache | None = None) -> GitOpsSnapshot:
-        """Releases and Clusters of the HEAD commit, in one pass over its tree. With
-        ``cache``, a file whose blob was parsed before is not read again."""
+    def commit(self, revision: str | None = None) -> git.Commit:
+        """HEAD's commit, or the commit ``revision`` (a branch, tag or SHA) names, read
+        without touching HEAD, the index or the working tree (UsageError, one line)."""
+        if revision is None:
+            return self.repo.head.commit
+        try:
+            if revision.startswith("-"):
+                raise ValueError(revision)
+            commit = self.repo.commit(revision)
+            commit.tree  # noqa: B018 - the commit's objects must be present
+        except (ODBError, ValueError):
+            raise UsageError(f"{revision!r}: not a revision of {self.path}") from None
+        return commit
+
+    def snapshot(
+        self, cache: ParseCache | None = None, revision: str | None = None
+    ) -> GitOpsSnapshot:
+        """Releases and Clusters of the HEAD commit (or of ``revision``), in one pass over
+        its tree. With ``cache``, a file whose blob was parsed before is not read again."""
         head = self.repo.head
-        commit = head.commit
+        commit = self.commit(revision)
         releases: dict[str, ReleaseEntry] = {}
         for item in _claim(_load_dir(commit.tree, RELEASES_DIR, Release, cache)):
             releases[item.name] = ReleaseEntry(

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from convoy_batch.errors import ConvoyError
+from convoy_batch.gitops import ReleaseEntry
 from convoy_batch.models import ReleaseStatus
 from convoy_batch.observer import observe
 from convoy_batch.reasons import GATE_REASONS, Reason
@@ -61,14 +62,19 @@ def plan_release(repo: Path, state: Path, now: datetime, name: str) -> tuple[dic
     """What the next reconcile of ``name`` would decide: ``reconcile``'s own ``decide``,
     without ``act``, so nothing is applied, committed or saved."""
     tick = Tick.open(repo, state, now)
-    entry = select(tick, [name])[0]
+    return plan_entry(tick, select(tick, [name])[0])
+
+
+def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
+    """``plan`` for one Release of ``tick``'s snapshot (``diff`` plans at a revision)."""
+    name = entry.name
     if entry.release is None:
         return {"name": name, "error": entry.error}, f"{name}: InvalidRelease: {entry.error}"
     release, status = entry.release, tick.status(name)
     try:
         inventory = tick.inventory(name)
         if inventory.entries:
-            inventory = observe(inventory, tick.deployer(resolve_cluster(tick, release)), now)
+            inventory = observe(inventory, tick.deployer(resolve_cluster(tick, release)), tick.now)
         force_at = pending_force_sync(tick, release, status)
     except ConvoyError as exc:
         return _error(name, exc.reason, str(exc))

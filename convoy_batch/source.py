@@ -89,11 +89,12 @@ class SourceResolver:
     processes (they also end when the resolver is garbage collected).
     """
 
-    def __init__(self, gitops: GitOpsRepo, state_dir: Path) -> None:
+    def __init__(self, gitops: GitOpsRepo, state_dir: Path, head: git.Commit | None = None) -> None:
         self._gitops = gitops
         self._cache_dir = Path(state_dir) / "sources"
         self._locks = Locks(state_dir)
-        self._head = gitops.repo.head.commit
+        # ``head``: the commit an unset url and ref mean (``diff --revision``), else HEAD's
+        self._head = head if head is not None else gitops.repo.head.commit
         self._repos: dict[RepoKey, git.Repo] = {None: gitops.repo}
         self._fetch_errors: dict[str, str] = {}
         self._commits: dict[tuple[RepoKey, str | None], git.Commit] = {}

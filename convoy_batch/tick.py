@@ -140,8 +140,12 @@ class Tick:
         now: datetime,
         forced: Set[str] = frozenset(),
         deployer_factory: DeployerFactory = make_deployer,
+        revision: str | None = None,
     ) -> "Tick":
+        """The tick of HEAD; with ``revision``, Releases, Clusters and the sources of this
+        repository are read at that commit instead (statuses always at HEAD)."""
         repo = GitOpsRepo(repo_path)
+        commit = repo.commit(revision)
         stores = Stores.open(state_dir)
         caches = {name: ParseCache(state_dir / "cache" / f"{name}.json") for name in ("repo",)}
         status_store = StatusStore(repo.repo, stores.locks, cache=caches["repo"])
@@ -150,10 +154,10 @@ class Tick:
             now=now,
             repo=repo,
             stores=stores,
-            snapshot=repo.snapshot(caches["repo"]),
+            snapshot=repo.snapshot(caches["repo"], revision),
             statuses=status_store.load_all(caches["repo"]),
             status_store=status_store,
-            sources=SourceResolver(repo, state_dir),
+            sources=SourceResolver(repo, state_dir, commit if revision else None),
             forced=forced,
             caches=caches,
             deployer_factory=deployer_factory,
