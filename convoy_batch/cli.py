@@ -1,4 +1,4 @@
-"""The ``convoy-batch`` command (SPEC 14): reconcile, observe, status, plan, diff.
+"""The ``convoy-batch`` command: reconcile, observe, status, plan, diff, history.
 
 Exit codes: 0 every Release reconciled (waiting, gated, rolled back count); 1 at
 least one Release errored; 2 usage error, unreadable repository, unknown Release, a
@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from convoy_batch import diff_report
+from convoy_batch import diff_report, history
 from convoy_batch.diff import diff_releases
 from convoy_batch.errors import ConvoyError, UsageError
 from convoy_batch.inspect import plan_release, status_rows
@@ -29,38 +29,59 @@ from convoy_batch.timefmt import parse_time
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
 
+DESCRIPTION = "convoy-batch: progressive rollouts from a GitOps repository, one tick at a time."
+NOW_HELP = "the tick's clock, e.g. 2026-11-29T12:00:00Z (default: now)"
+OUTPUTS = ("text", "yaml", "json")
+OUTPUT_HELP = "how results are printed (also accepted after the command)"
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="convoy-batch", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="convoy-batch", description=DESCRIPTION)
     p.add_argument("--repo", type=Path, default=Path("."), help="the GitOps repository")
     p.add_argument("--state", type=Path, default=None, help="state directory")
-    p.add_argument("--output", choices=("text", "yaml", "json"), default="text")
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("--output", choices=OUTPUTS, default="text", help=OUTPUT_HELP)
+    p.add_argument("-v", "--verbose", action="store_true", help="log what each tick does")
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("reconcile", help="reconcile due (or named) Releases")
-    r.add_argument("names", nargs="*", metavar="NAME")
+    r = _command(sub, "reconcile", "reconcile due (or named) Releases")
+    r.add_argument("names", nargs="*", metavar="NAME", help="these Releases, due or not")
     r.add_argument("--all", action="store_true", help="every Release, due or not")
     r.add_argument("--force", action="store_true", help="forced sync of the named Releases")
     r.add_argument("--no-observe", action="store_true", help="do not refresh health first")
-    r.add_argument("--now", type=parse_time, default=None)
-    o = sub.add_parser("observe", help="refresh the health of Releases' objects")
-    o.add_argument("names", nargs="*", metavar="NAME")
-    o.add_argument("--now", type=parse_time, default=None)
-    s = sub.add_parser("status", help="one line per Release")
-    s.add_argument("name", nargs="?", default=None)
-    pl = sub.add_parser("plan", help="what the next tick would do; changes nothing")
-    pl.add_argument("name")
-    pl.add_argument("--now", type=parse_time, default=None)
-    d = sub.add_parser("diff", help="what the Releases at a revision would change; changes nothing")
-    d.add_argument("names", nargs="*", metavar="NAME")
+    r.add_argument("--now", type=parse_time, default=None, help=NOW_HELP)
+    o = _command(sub, "observe", "refresh the health of Releases' objects")
+    o.add_argument("names", nargs="*", metavar="NAME", help="these Releases (default: all)")
+    o.add_argument("--now", type=parse_time, default=None, help=NOW_HELP)
+    s = _command(sub, "status", "one line per Release")
+    s.add_argument("name", nargs="?", default=None, help="this Release only")
+    pl = _command(sub, "plan", "what the next tick would do; changes nothing")
+    pl.add_argument("name", help="the Release")
+    pl.add_argument("--now", type=parse_time, default=None, help=NOW_HELP)
+    d = _command(
+        sub,
+        "diff",
+        "what the Releases at a revision would change; changes nothing",
+        (*OUTPUTS, "markdown"),
+    )
+    d.add_argument("names", nargs="*", metavar="NAME", help="these Releases (default: all)")
     d.add_argument("--all", action="store_true", help="every Release (the default)")
     d.add_argument("--revision", default=None, help="a branch, tag or commit (default HEAD)")
     d.add_argument("--live", action="store_true", help="against the cluster, not the inventory")
     d.add_argument("--exit-code", action="store_true", help="exit 1 when anything would change")
-    d.add_argument(
-        "--output", dest="diff_output", choices=("text", "markdown", "yaml", "json"), default=None
-    )
-    d.add_argument("--now", type=parse_time, default=None)
+    d.add_argument("--now", type=parse_time, default=None, help=NOW_HELP)
+    h = _command(sub, "history", "a Release's status changes, from git log -- status/")
+    h.add_argument("name", help="the Release")
     return p
+
+
+def _command(
+    sub: Any, name: str, what: str, outputs: Sequence[str] = OUTPUTS
+) -> argparse.ArgumentParser:
+    """A subcommand that also takes ``--output`` after its name."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=what, description=what)
+    parser.add_argument(
+        "--output", dest="command_output", choices=outputs, default=None, help=OUTPUT_HELP
+    )
+    return parser
 
 
 def _emit(args: argparse.Namespace, rows: list[dict[str, Any]], lines: Sequence[str]) -> None:
@@ -160,7 +181,7 @@ def cmd_diff(args: argparse.Namespace, repo: Path, state: Path, now: datetime) -
     if unknown:
         raise UsageError(f"not a Release in releases/: {', '.join(unknown)}")
     diffs, warnings = diff_releases(tick, head, args.names, args.live)
-    output = args.diff_output or args.output
+    output = args.output
     if output in ("json", "yaml"):
         data = diff_report.rows(diffs, warnings)
         text = json.dumps(data, indent=2) + "\n" if output == "json" else yaml.safe_dump(data)
@@ -176,12 +197,19 @@ def cmd_diff(args: argparse.Namespace, repo: Path, state: Path, now: datetime) -
     return EXIT_ERRORS if args.exit_code and any(d.changed for d in diffs) else EXIT_OK
 
 
+def cmd_history(args: argparse.Namespace, repo: Path, state: Path, now: datetime) -> int:
+    changes = history.history(repo, args.name)
+    _emit(args, [c.row() for c in changes], history.lines(changes))
+    return EXIT_OK
+
+
 COMMANDS = {
     "reconcile": cmd_reconcile,
     "observe": cmd_observe,
     "status": cmd_status,
     "plan": cmd_plan,
     "diff": cmd_diff,
+    "history": cmd_history,
 }
 
 
@@ -190,6 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    if args.command_output is not None:  # given after the command: it wins
+        args.output = args.command_output
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(message)s",

@@ -74,3 +74,53 @@ def test_a_folder_that_is_not_a_repository_is_a_usage_error(
 def test_force_without_names_is_a_usage_error(scenario: Scenario) -> None:
     scenario.app()
     assert scenario.reconcile(minutes=0, extra=("--force",)).code == 2
+
+
+def test_output_is_taken_after_the_command_too(scenario: Scenario) -> None:
+    scenario.app()
+    scenario.reconcile(minutes=0)
+    before = json.loads(scenario.cli("--output", "json", "status").out)
+    after = json.loads(scenario.cli("status", "--output", "json").out)
+    assert before == after and after[0]["name"] == "web"
+    # After the command it wins over the one before it.
+    assert json.loads(scenario.cli("--output", "yaml", "status", "--output", "json").out) == after
+
+
+def test_every_option_has_help_and_no_spec_section_numbers(scenario: Scenario) -> None:
+    from convoy_batch.cli import _parser
+
+    parser = _parser()
+    commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for name, sub in [("convoy-batch", parser), *commands.items()]:
+        text = sub.format_help()
+        assert "SPEC" not in text, name
+        for action in sub._actions:
+            if action.dest not in ("help", "command"):
+                assert action.help, f"{name}: {action.dest} has no help"
+
+
+def test_history_prints_a_releases_status_log_as_a_table(scenario: Scenario) -> None:
+    scenario.app()
+    scenario.reconcile(minutes=0)
+    scenario.deployment_ready()
+    scenario.reconcile(minutes=1)
+    scenario.app(image="2.0")
+    scenario.reconcile(minutes=2)
+    result = scenario.cli("history", "web")
+    assert result.code == 0
+    header, *rows = result.out.splitlines()
+    assert header.split() == ["TIME", "STATE", "REASON", "RENDER", "REVISION", "COMMIT"]
+    assert [r.split()[:5] for r in rows] == [
+        ["2026-11-29T12:00:00Z", "none", "->", "Progressing", "NewRender"],
+        ["2026-11-29T12:01:00Z", "Progressing", "->", "Succeeded", "Healthy"],
+        ["2026-11-29T12:02:00Z", "Succeeded", "->", "Progressing", "NewRender"],
+    ]
+    commits = [c.hexsha[:12] for c in scenario.repo.iter_commits(paths="status/web.yaml")]
+    assert [r.split()[-1] for r in rows] == commits[::-1]
+    as_json = json.loads(scenario.cli("history", "web", "--output", "json").out)
+    assert [(r["from"], r["to"]) for r in as_json] == [
+        ("none", "Progressing"),
+        ("Progressing", "Succeeded"),
+        ("Succeeded", "Progressing"),
+    ]
+    assert scenario.cli("history", "nothing").code == 2

@@ -1,0 +1,121 @@
+"""``convoy-batch history NAME``: a Release's status log, ``git log -- status/<name>.yaml``
+read as a table: when, old -> new state, reason, render, revision, commit.
+
+Reads committed git objects only (never the working tree or the state directory).
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import git
+
+from convoy_batch.errors import UsageError
+from convoy_batch.models import ReleaseStatus
+from convoy_batch.status_yaml import parse_status
+from convoy_batch.timefmt import format_time
+
+
+@dataclass(frozen=True)
+class Change:
+    commit: str
+    time: str
+    before: str
+    after: str
+    reason: str
+    message: str
+    render: str | None
+    revision: str | None
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "time": self.time,
+            "from": self.before,
+            "to": self.after,
+            "reason": self.reason,
+            "message": self.message,
+            "renderRef": self.render,
+            "revision": self.revision,
+            "commit": self.commit,
+        }
+
+
+def _state(status: ReleaseStatus | None) -> str:
+    if status is None:
+        return "none"
+    return status.rollout.state.value if status.rollout is not None else "-"
+
+
+def _latest(status: ReleaseStatus | None) -> datetime | None:
+    """The tick that wrote ``status``: its latest time (attempt, transition, rollout)."""
+    if status is None:
+        return None
+    times = [c.last_transition_time for c in status.conditions]
+    if status.last_attempted is not None:
+        times.append(status.last_attempted.time)
+    if status.rollout is not None:
+        times.append(status.rollout.started_at)
+    return max(times, default=None)
+
+
+def _status_at(commit: git.Commit, path: str) -> ReleaseStatus | None:
+    try:
+        blob = commit.tree / path
+    except KeyError:
+        return None
+    try:
+        return parse_status(blob.data_stream.read(), f"{path} at {commit.hexsha[:12]}")
+    except ValueError:
+        return None  # a version that does not parse reads as no status
+
+
+def history(repo_path: Any, name: str) -> list[Change]:
+    """The changes of ``status/<name>.yaml`` on HEAD's history, oldest first."""
+    repo = git.Repo(repo_path)
+    path = f"status/{name}.yaml"
+    commits = list(repo.iter_commits("HEAD", paths=path))
+    if not commits:
+        raise UsageError(f"{path}: no status history")
+    changes = []
+    for commit in reversed(commits):
+        after = _status_at(commit, path)
+        before = _status_at(commit.parents[0], path) if commit.parents else None
+        attempt = after.last_attempted if after is not None else None
+        old, new = _state(before), _state(after)
+        # A transition is told by the rollout's reason, anything else by the attempt's.
+        if old != new and after is not None and after.rollout is not None:
+            reason = after.rollout.reason
+        else:
+            reason = attempt.reason if attempt else "-"
+        when = _latest(after) or commit.committed_datetime
+        changes.append(
+            Change(
+                commit=commit.hexsha,
+                time=format_time(when),
+                before=old,
+                after=new,
+                reason=reason,
+                message=attempt.message if attempt else "",
+                render=attempt.render_ref if attempt else None,
+                revision=attempt.revision if attempt else None,
+            )
+        )
+    return changes
+
+
+def lines(changes: list[Change]) -> list[str]:
+    """A table a person reads: one line per status commit."""
+    rows = [("TIME", "STATE", "REASON", "RENDER", "REVISION", "COMMIT")]
+    for c in changes:
+        rows.append(
+            (
+                c.time,
+                f"{c.before} -> {c.after}",
+                c.reason,
+                (c.render or "-").removeprefix("sha256:")[:12],
+                (c.revision or "-")[:12],
+                c.commit[:12],
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
