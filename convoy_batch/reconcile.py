@@ -121,7 +121,16 @@ def decide(
         stop = stage_gates(tick, release, rendered.cluster, render, force_pending)
         if stop is not None:
             return Decision(
-                Outcome(plan.rollout, stop.applied, stop.reason, stop.message, rid), plan, render
+                Outcome(
+                    plan.rollout,
+                    stop.applied,
+                    stop.reason,
+                    stop.message,
+                    rid,
+                    written=0 if stop.applied else None,
+                ),
+                plan,
+                render,
             )
         tick.owners().check(release.name, (o.key for o in render.objects))
         sync = decide_sync(release, render, plan, status, inventory, tick.now)
@@ -266,4 +275,6 @@ def describe(handled: Handled) -> str:
     ref = outcome.render.ref.removeprefix("sha256:")[:12] if outcome.render else "-"
     since = format_time(rollout.started_at) if rollout is not None else "-"
     line = f"{handled.name}: {state} {outcome.reason} render={ref} since={since}"
-    return f"{line} ({outcome.message})" if outcome.message else line
+    # Nothing written this tick: say so, not what the sync that applied R once did.
+    message = "in sync" if outcome.written == 0 else outcome.message
+    return f"{line} ({message})" if message else line

@@ -62,14 +62,16 @@ class FailingDeployer:
                 raise DryRunFailed(f"dry run refused {key}: failing on purpose (test)")
         self.inner.dry_run(objects)
 
-    def apply(self, objects: Sequence[Manifest]) -> None:
+    def apply(self, objects: Sequence[Manifest]) -> int:
+        written = 0
         for obj in objects:
             key = key_of(obj)
             self._check_available([key])
             if _fires(self.fail_apply, key):
                 raise ApplyFailed(f"apply {key}: failing on purpose (test)")
-            self.inner.apply([obj])
+            written += self.inner.apply([obj])
             self.applied.append(key)
+        return written
 
     def delete(self, key: ObjectKey) -> bool:
         self._check_available([key])

@@ -124,3 +124,18 @@ def test_history_prints_a_releases_status_log_as_a_table(scenario: Scenario) -> 
         ("Succeeded", "Progressing"),
     ]
     assert scenario.cli("history", "nothing").code == 2
+
+
+def test_a_quiet_tick_says_in_sync_and_an_apply_what_it_applied(scenario: Scenario) -> None:
+    scenario.app()
+    first = scenario.reconcile(minutes=0)
+    assert "(2 objects applied)" in first.out
+    quiet = scenario.reconcile("--all", minutes=1)
+    assert quiet.out.rstrip().endswith("(in sync)"), quiet.out
+    # A drifted object is written again: the tick says what it applied.
+    scenario.set_status("web", "deployment.apps", "web", {"replicas": 1})
+    path = scenario.object_path("web", "deployment.apps", "web")
+    path.write_text(path.read_text().replace("replicas: 2", "replicas: 5"))
+    drifted = scenario.reconcile("--all", minutes=2)
+    assert "(2 objects applied)" in drifted.out, drifted.out
+    assert scenario.live("web", "deployment.apps", "web")["spec"]["replicas"] == 2

@@ -17,8 +17,9 @@ class Deployer(Protocol):
     def dry_run(self, objects: Sequence[Manifest]) -> None:
         """Validate every object as the target would, applying nothing (DryRunFailed)."""
 
-    def apply(self, objects: Sequence[Manifest]) -> None:
-        """Apply the objects in the given order (ApplyFailed, ClusterUnavailable)."""
+    def apply(self, objects: Sequence[Manifest]) -> int:
+        """Apply the objects in the given order (ApplyFailed, ClusterUnavailable); how
+        many it wrote (created or changed: 0 when every one was already as given)."""
 
     def delete(self, key: ObjectKey) -> bool:
         """Delete one object; True when it is confirmed gone (PruneFailed)."""

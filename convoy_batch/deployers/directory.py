@@ -300,15 +300,18 @@ class DirectoryDeployer:
             if problem := refusal(obj, scopes):
                 raise DryRunFailed(f"dry run refused {problem}")
 
-    def apply(self, objects: Sequence[Manifest]) -> None:
-        """Apply in order, one file each; ApplyFailed at the first refusal or I/O error."""
+    def apply(self, objects: Sequence[Manifest]) -> int:
+        """Apply in order, one file each; ApplyFailed at the first refusal or I/O error.
+        How many files it wrote."""
         scopes = self._scopes(objects)
+        written = 0
         for obj in objects:
             if problem := refusal(obj, scopes):
                 raise ApplyFailed(f"apply refused {problem}")
-            self._apply_one(obj)
+            written += self._apply_one(obj)
+        return written
 
-    def _apply_one(self, obj: Manifest) -> None:
+    def _apply_one(self, obj: Manifest) -> bool:
         try:
             path = self.path_of(key_of(obj))
             stored = self._load(path)
@@ -319,13 +322,14 @@ class DirectoryDeployer:
         else:
             new = merged(obj, stored)
         if new == stored:
-            return
+            return False
         try:
             self.write(path, new)
         except StateFailed as exc:
             raise ApplyFailed(f"apply {_describe(obj)}: cannot write {exc}") from exc
         if new.get("kind") == "CustomResourceDefinition":
             self._crd_scopes = None
+        return True
 
     def write(self, path: Path, obj: Manifest) -> None:
         """Store ``obj`` at ``path`` (from :meth:`path_of`); StateFailed (one line naming

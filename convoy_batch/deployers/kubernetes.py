@@ -326,8 +326,10 @@ class KubernetesDeployer:
 
     # --- apply ----------------------------------------------------------------------
 
-    def apply(self, objects: Sequence[Manifest]) -> None:
-        """Server-side apply (manager convoy-batch, force) of what differs from live."""
+    def apply(self, objects: Sequence[Manifest]) -> int:
+        """Server-side apply (manager convoy-batch, force) of what differs from live; how
+        many objects it sent."""
+        written = 0
         try:
             objects = [*self._missing_namespaces(objects), *map(with_defaults, objects)]
             live = self._with_unlabelled(objects, self._live_of(objects))
@@ -339,8 +341,10 @@ class KubernetesDeployer:
                 )
                 if found := next(filter(None, problems), None):
                     raise ApplyFailed(found)
+                written += len(todo)
         except Unreachable as exc:
             raise ClusterUnavailable(f"{self.api.where}: {exc}") from None
+        return written
 
     def _missing_namespaces(self, objects: Sequence[Manifest]) -> list[Manifest]:
         """Namespaces of the render (seen by its dry run) that these objects need and that

@@ -122,11 +122,12 @@ class SimulatedDeployer:
     def dry_run(self, objects: Sequence[Manifest]) -> None:
         self.inner.dry_run(objects)
 
-    def apply(self, objects: Sequence[Manifest]) -> None:
-        self.inner.apply(objects)
+    def apply(self, objects: Sequence[Manifest]) -> int:
+        written = self.inner.apply(objects)
         for key in (key_of(obj) for obj in objects):
             if _simulated(key):
                 self._start(key)
+        return written
 
     def _start(self, key: ObjectKey) -> None:
         stored = self.inner.get(key)

@@ -49,6 +49,9 @@ class Outcome:
     """The new ``status.waves`` when a sync ran; None leaves them as they were."""
     persisted: RenderId | None = None
     """The render that ``stage_sync`` persisted (a history candidate)."""
+    written: int | None = None
+    """Objects this reconcile wrote to the cluster (None: it applied nothing it knows
+    of). Not part of the status: only what a person reads of this tick."""
 
     @property
     def is_error(self) -> bool:

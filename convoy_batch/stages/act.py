@@ -42,6 +42,8 @@ class Acted:
     """The apply's error: the step stopped there (its objects stay in the inventory)."""
     sent: bool = False
     """An apply was attempted: an object of the render may be live (SPEC 4 ``applied``)."""
+    written: int = 0
+    """Objects the applies wrote (created or changed): 0 when all were as rendered."""
 
 
 def _applied_objects(render: Render, step: Step) -> list[RenderedObject]:
@@ -108,16 +110,17 @@ def carry_out(
         if step.phases is None
         else [render.by_phase(phase) for phase in step.phases]
     )
+    written = 0
     for objects in batches:
         try:
-            deployer.apply([o.manifest for o in objects])
+            written += deployer.apply([o.manifest for o in objects])
         except ConvoyError as exc:
             # Even a failed apply may have created some of its objects before it stopped.
             return Acted(present, failure=exc, sent=True)
     recorded = _record(inventory, render, step)
     if not step.prune:
-        return Acted(recorded)
+        return Acted(recorded, written=written)
     keep = _keep(inventory, render, step)
     spared = {key.identity() for key in render.ignored}
     pruned = prune(deployer, recorded, keep, step.prune_enabled, claimants, spared)
-    return Acted(pruned.inventory, pruned.deleted, pruned.errors)
+    return Acted(pruned.inventory, pruned.deleted, pruned.errors, written=written)

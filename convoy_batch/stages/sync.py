@@ -163,4 +163,4 @@ def stage_sync(
         return SyncResult(replace(expected, reason=Reason.PRUNE_FAILED, message=errors[0]), after)
     if acted.deleted:
         log.info("%s: pruned %s", release.name, ", ".join(map(str, acted.deleted)))
-    return SyncResult(expected, after)
+    return SyncResult(replace(expected, written=acted.written + len(acted.deleted)), after)
