@@ -40,7 +40,7 @@ class Tools:
     def __init__(self, folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         self.bin = folder
         self.bin.mkdir()
-        for name in ("git", "sh", "cat", "env"):
+        for name in ("git", "sh", "cat", "env", "sleep", "yes"):
             found = shutil.which(name)
             assert found is not None, name
             (self.bin / name).symlink_to(found)

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from convoy_batch.errors import RenderFailed
 from convoy_batch.models import Release
+from convoy_batch.renderers import process
 from tests.renderer_tools import Tools, debian_kubectl
 from tests.scenario import FAILURE_POLICY, Scenario
 
@@ -171,3 +173,187 @@ def test_a_plain_release_dumps_and_renders_as_before_renderers(scenario: Scenari
 
 
 PINNED_PLAIN_REF = "sha256:66e76030393006b218cbda212426b80f03a6af5e3831ebc8ef08fe357b6789cb"
+
+
+# --- Jsonnet ----------------------------------------------------------------------------
+
+JSONNET_LIB = """\
+{
+  deployment(name, image):: {
+    apiVersion: 'apps/v1', kind: 'Deployment', metadata: {name: name},
+    spec: {replicas: 2, selector: {matchLabels: {app: name}},
+           template: {metadata: {labels: {app: name}},
+                      spec: {containers: [{name: 'app', image: image}]}}},
+  },
+}
+"""
+
+
+def jsonnet_main(image: str, extra: str = "") -> str:
+    return (
+        "local k = import 'k.libsonnet';\n"
+        "{\n"
+        f"  deployment: k.deployment(std.extVar('release'), '{image}'),\n"
+        "  config: {apiVersion: 'v1', kind: 'ConfigMap',\n"
+        "           metadata: {name: std.extVar('release') + '-config'},\n"
+        "           data: {env: std.extVar('env'), cluster: '${cluster}'}},\n"
+        f"{extra}"
+        "}\n"
+    )
+
+
+def jsonnet_repo(s: Scenario, image: str, extra: str = "") -> None:
+    render = "{type: Jsonnet, file: main.jsonnet, libraryPaths: [../lib]}"
+    s.commit(
+        {
+            "apps/lib/k.libsonnet": JSONNET_LIB,
+            "apps/web/main.jsonnet": jsonnet_main(image, extra),
+            "releases/web.yaml": release("web", "apps/web", render),
+        },
+        f"web {image}",
+    )
+
+
+def test_a_jsonnet_release_rolls_out_rolls_back_and_prunes(
+    scenario: Scenario, tools: Tools
+) -> None:
+    extra = "  more: [{apiVersion: 'v1', kind: 'ConfigMap', metadata: {name: 'extra'}}],\n"
+    jsonnet_repo(scenario, "example/web:1.0", extra)
+    result = scenario.reconcile("web", minutes=0)
+    assert result.code == 0, result.err
+    assert scenario.deployment_image() == "example/web:1.0"
+    config = scenario.live("web", "configmap", "web-config")
+    assert config["data"] == {"env": "staging", "cluster": "staging"}  # ext var, then ${}
+    assert scenario.object_path("web", "configmap", "extra").exists()
+    scenario.deployment_ready()
+    scenario.reconcile("web", minutes=1)
+    assert scenario.status()["rollout"]["state"] == "Succeeded"
+
+    jsonnet_repo(scenario, "example/web:2.0")
+    scenario.reconcile("web", minutes=2)
+    assert scenario.deployment_image() == "example/web:2.0"
+    assert not scenario.object_path("web", "configmap", "extra").exists()  # pruned
+    scenario.deployment_failed()
+    scenario.reconcile("web", minutes=3)
+    assert scenario.status()["rollout"]["state"] == "RolledBack"
+    assert scenario.deployment_image() == "example/web:1.0"
+
+
+@pytest.mark.parametrize(
+    ("main", "expected"),
+    [
+        ("{a: error 'boom'}", "failed (exit 1): RUNTIME ERROR: boom"),
+        ("import '/etc/hostname'", "an absolute path leaves the source"),
+        ("import '../../../../../etc/hostname'", "leaves the source"),
+        ("42", "not an object, a list or a map of objects"),
+    ],
+)
+def test_a_failing_jsonnet_is_one_line(
+    scenario: Scenario, tools: Tools, main: str, expected: str
+) -> None:
+    render = "{type: Jsonnet}"
+    scenario.commit(
+        {"apps/web/main.jsonnet": main, "releases/web.yaml": release("web", "apps/web", render)}
+    )
+    assert scenario.reconcile("web", minutes=0).code == 1
+    reason, message = last_attempt(scenario, "web")
+    assert reason == "RenderFailed"
+    assert expected in message, message
+
+
+# --- Command ----------------------------------------------------------------------------
+
+RENDER_SCRIPT = """\
+set -eu
+cat <<EOF
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: $CONVOY_RELEASE-generated}
+data:
+  cluster: "$CONVOY_CLUSTER"
+  namespace: "$CONVOY_NAMESPACE"
+  revision: "$CONVOY_REVISION"
+  tier: "$CONVOY_VAR_TIER"
+  args: "$*"
+  here: "$(cat input.txt)"
+  home: "${HOME:+set}"
+  secret: "${SECRET_TOKEN:-unset}"
+  env: "\\${env}"
+EOF
+"""
+
+
+def operator_file(state: Path, body: str) -> None:
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "renderers.yaml").write_text(body)
+
+
+def command_repo(s: Scenario, render: str) -> str:
+    return s.commit(
+        {
+            "apps/web/input.txt": "from git",
+            "releases/web.yaml": release(
+                "web", "apps/web", render, "  vars: {tier: gold}\n" + FAILURE_POLICY
+            ),
+        }
+    )
+
+
+def test_a_command_renderer_gets_the_release_its_vars_and_args(
+    scenario: Scenario, tools: Tools, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SECRET_TOKEN", "do-not-pass")
+    script = tools.script("render-cm", RENDER_SCRIPT)
+    operator_file(scenario.state, f"renderers:\n  cm:\n    command: [{script}, --fixed]\n")
+    commit = command_repo(scenario, "{type: Command, name: cm, args: ['a b', '$(id)']}")
+    (scenario.root / "apps/web/input.txt").write_text("from the working tree")
+    result = scenario.reconcile("web", minutes=0)
+    assert result.code == 0, result.err
+    data = scenario.live("web", "configmap", "web-generated")["data"]
+    assert data == {
+        "cluster": "staging",
+        "namespace": "web",
+        "revision": commit,
+        "tier": "gold",
+        "args": "--fixed a b $(id)",  # passed as arguments, never through a shell
+        "here": "from git",  # the export, never the working tree
+        "home": "set",
+        "secret": "unset",  # a minimal environment
+        "env": "staging",  # Release variables substituted in the output
+    }
+
+
+@pytest.mark.parametrize(
+    ("operator", "body", "expected"),
+    [
+        (None, "", "Command renderer 'cm': unknown (no such file"),
+        ("renderers: {other: {command: [cat]}}\n", "", "unknown (not defined there"),
+        ("renderers: {cm: {command: [SCRIPT]}}\n", "echo bad >&2; echo worse >&2; exit 3",
+         "Command renderer 'cm' failed (exit 3): bad | worse"),
+        ("renderers: {cm: {command: [SCRIPT], timeout: 1s}}\n", "sleep 30",
+         "Command renderer 'cm': timed out after 1 s"),
+        ("renderers: {cm: {command: [no-such-program]}}\n", "",
+         "Command renderer 'cm': cannot start no-such-program"),
+        ("renderers: {cm: {command: [SCRIPT]}}\n", "echo 'kind: [' ", "web (renderer cm)"),
+    ],
+)  # fmt: skip
+def test_command_renderer_errors_are_one_line_and_others_go_on(
+    scenario: Scenario, tools: Tools, operator: str | None, body: str, expected: str
+) -> None:
+    script = tools.script("render-cm", body)
+    if operator is not None:
+        operator_file(scenario.state, operator.replace("SCRIPT", str(script)))
+    command_repo(scenario, "{type: Command, name: cm}")
+    scenario.app("plain")
+    result = scenario.reconcile(minutes=0)
+    assert result.code == 1
+    reason, message = last_attempt(scenario, "web")
+    assert reason == "RenderFailed"
+    assert expected in message, message
+    assert "Traceback" not in result.err
+    assert last_attempt(scenario, "plain")[0] == "Synced"
+
+
+def test_output_over_the_limit_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(RenderFailed, match="wrote more than 1,000 bytes"):
+        process.run("big", ["sh", "-c", "yes"], tmp_path, process.minimal_env(tmp_path), limit=1000)

@@ -5,13 +5,12 @@ CRDs. Helm's hooks are read as convoy-batch hooks by :mod:`convoy_batch.annotati
 """
 
 import json
-import posixpath
 
-from convoy_batch.errors import RenderFailed, SourceFailed
+from convoy_batch.errors import RenderFailed
 from convoy_batch.models import HelmRender
 from convoy_batch.renderers import process
 from convoy_batch.renderers.job import Job
-from convoy_batch.source import SourceFile, normalize_source_path
+from convoy_batch.source import SourceFile
 
 _MISSING = (
     "Helm: helm is not on PATH; install Helm 3 (a single binary, see Helm's "
@@ -32,13 +31,10 @@ def render(spec: HelmRender, job: Job) -> list[SourceFile]:
     argv = [tool.path, "template", spec.release_name or release.name, job.path or "."]
     argv += ["--namespace", release.spec.namespace, "--include-crds"]
     for name in spec.values_files:
-        try:
-            path = normalize_source_path(posixpath.join(job.path, name))
-        except SourceFailed:
-            raise RenderFailed(f"render.valuesFiles {name!r}: leaves the repository") from None
-        if not (job.root / path).is_file():
-            raise RenderFailed(f"render.valuesFiles {name!r}: not found under source.path")
-        argv += ["--values", path]
+        path = job.inside(name, "valuesFiles")
+        if not path.is_file():
+            raise RenderFailed(f"render.valuesFiles {name!r}: not found")
+        argv += ["--values", str(path)]
     if spec.values:
         inline = job.home / "values.json"
         inline.write_text(json.dumps(spec.values))

@@ -16,11 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from convoy_batch.errors import RenderFailed, SourceFailed
+from convoy_batch.errors import RenderFailed
 from convoy_batch.models import JsonnetRender
 from convoy_batch.renderers import process
 from convoy_batch.renderers.job import Job
-from convoy_batch.source import SourceFile, normalize_source_path
+from convoy_batch.source import SourceFile
 
 _EVAL = Path(__file__).with_name("jsonnet_eval.py")
 _MISSING = "Jsonnet: the jsonnet Python package is not installed; pip install 'jsonnet>=0.21,<0.23'"
@@ -39,24 +39,16 @@ def tool_key() -> str:
     return f"jsonnet:{_version()}:{sys.executable}"
 
 
-def _inside(job: Job, relative: str, field: str) -> Path:
-    try:
-        path = normalize_source_path(posixpath.join(job.path, relative))
-    except SourceFailed:
-        raise RenderFailed(f"render.{field} {relative!r}: leaves the repository") from None
-    return job.root / path
-
-
 def render(spec: JsonnetRender, job: Job) -> list[SourceFile]:
     if _version() is None:
         raise RenderFailed(_MISSING)
-    main = _inside(job, spec.file, "file")
+    main = job.inside(spec.file, "file")
     if not main.is_file():
         raise RenderFailed(f"render.file {spec.file!r}: not found under source.path")
     request = {
         "root": str(job.root),
         "file": str(main),
-        "jpath": [str(_inside(job, p, "libraryPaths")) for p in spec.library_paths],
+        "jpath": [str(job.inside(p, "libraryPaths")) for p in spec.library_paths],
         "extVars": dict(job.variables),
     }
     text = process.run(
