@@ -3,15 +3,18 @@ operator-defined Command renderers, each a real program on a PATH of the test's 
 the render cache that keeps a quiet tick from starting any of them; every error on one
 line while the other Releases go on."""
 
+import importlib.util
 from pathlib import Path
 
 import pytest
+import yaml
 
+from convoy_batch.cli import main
 from convoy_batch.errors import RenderFailed
 from convoy_batch.models import Release
 from convoy_batch.renderers import process
 from tests.renderer_tools import Tools, debian_kubectl
-from tests.scenario import FAILURE_POLICY, Scenario
+from tests.scenario import FAILURE_POLICY, PROJECT, Scenario
 
 
 @pytest.fixture
@@ -357,3 +360,24 @@ def test_command_renderer_errors_are_one_line_and_others_go_on(
 def test_output_over_the_limit_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RenderFailed, match="wrote more than 1,000 bytes"):
         process.run("big", ["sh", "-c", "yes"], tmp_path, process.minimal_env(tmp_path), limit=1000)
+
+
+def test_the_example_kustomize_release_renders_and_rolls_out(
+    tmp_path: Path, kubectl: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "run_example", PROJECT / "scripts" / "run_example.py"
+    )
+    assert spec is not None and spec.loader is not None
+    run_example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_example)
+    repo = run_example.make_example_repo(tmp_path / "repo")
+    state = tmp_path / "state"
+    code = main(["--repo", str(repo), "--state", str(state), "reconcile", "shop"])
+    assert code == 0, capsys.readouterr().err
+    shop = state / "clusters" / "staging" / "shop" / "deployment.apps" / "shop.yaml"
+    deployment = yaml.safe_load(shop.read_text())
+    assert deployment["spec"]["replicas"] == 2
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "registry.example/shop:1.2.0"
+    assert container["env"] == [{"name": "ENV", "value": "staging"}]
