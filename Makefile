@@ -25,6 +25,8 @@ test: lint k8s-testenv crash-deps
 
 k8s-testenv:
 	scripts/k8s-testenv build || echo "k8s-testenv: no test API server; the Kubernetes tests will skip (fail under CI=true)"
+	# Debian's kubectl (kustomize v2.0.3) for the Kustomize renderer's tests.
+	scripts/k8s-testenv kubectl >/dev/null || echo "k8s-testenv: no kubectl; the Kustomize tests will skip (fail under CI=true)"
 
 # The crash tests (tests/crash) compile a small system-call injector with the C compiler.
 crash-deps:

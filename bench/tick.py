@@ -70,9 +70,11 @@ def build_repo(
     prefix: str = "app",
     cluster: str = "{vars: {env: bench}}",
     extra: Mapping[str, str] | None = None,
+    render: str | None = None,
 ) -> list[str]:
     """A GitOps repository with N Releases ``<prefix>-NNNN`` of ``app_files()`` (and
-    ``extra`` files) on one Cluster with spec ``cluster``; returns the manifest texts."""
+    ``extra`` files) on one Cluster with spec ``cluster``, rendered by ``render`` (a
+    ``spec.source.render`` in flow style; default Plain); returns the manifest texts."""
     texts: list[str] = []
     (root / "clusters").mkdir(parents=True)
     (root / "clusters" / "bench.yaml").write_text(
@@ -94,7 +96,8 @@ def build_repo(
         (root / "releases" / f"{name}.yaml").write_text(
             "apiVersion: convoy.dev/v1alpha1\nkind: Release\n"
             f"metadata: {{name: {name}}}\n"
-            f"spec:\n  cluster: bench\n  namespace: {name}\n  source: {{path: apps/{name}}}\n"
+            f"spec:\n  cluster: bench\n  namespace: {name}\n"
+            f"  source: {{path: apps/{name}{', render: ' + render if render else ''}}}\n"
             "  vars: {replicas: '2'}\n"
             "  failurePolicy: {progressDeadline: 10m}\n"
         )

@@ -13,6 +13,10 @@ Rules:
   and ``SyncFail`` hooks run only when a sync fails (``stages/hooks.py``).
 - Argo CD's ``Skip`` hook and Flux's ``ssa: Ignore`` (or ``reconcile: disabled``) make
   an object ignored: never applied, never pruned.
+- Helm's hooks (``helm.sh/hook``, as ``helm template`` leaves them) are read as Argo CD
+  reads them: pre-install/pre-upgrade are PreSync, post-install/post-upgrade PostSync,
+  the others (tests, delete, rollback) are dropped; ``hook-weight`` orders like a wave,
+  ``hook-delete-policy`` maps to the delete policies. Argo CD's own annotations win.
 - Flux's ``ssa: IfNotPresent`` is read by the deployers from the manifest itself
   (:func:`create_only`): the object is created when missing; an existing one gets
   convoy-batch's label and render annotation only (:func:`bookkeeping`), never a field
@@ -43,6 +47,9 @@ ARGO_HOOK = "argocd.argoproj.io/hook"
 ARGO_HOOK_DELETE_POLICY = "argocd.argoproj.io/hook-delete-policy"
 ARGO_SYNC_WAVE = "argocd.argoproj.io/sync-wave"
 ARGO_SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
+HELM_HOOK = "helm.sh/hook"
+HELM_HOOK_DELETE_POLICY = "helm.sh/hook-delete-policy"
+HELM_HOOK_WEIGHT = "helm.sh/hook-weight"
 FLUX_PRUNE = "kustomize.toolkit.fluxcd.io/prune"
 FLUX_SSA = "kustomize.toolkit.fluxcd.io/ssa"
 FLUX_RECONCILE = "kustomize.toolkit.fluxcd.io/reconcile"
@@ -78,6 +85,26 @@ ARGO_IGNORED_OPTIONS = frozenset(
         "RespectIgnoreDifferences",
     }
 )
+HELM_HOOKS: Mapping[str, PhaseName | None] = {
+    # as Argo CD maps them; None: dropped (never applied): tests, and what a sync
+    # never is (a delete, a rollback)
+    "pre-install": PRE_SYNC,
+    "pre-upgrade": PRE_SYNC,
+    "post-install": POST_SYNC,
+    "post-upgrade": POST_SYNC,
+    "test": None,
+    "test-success": None,
+    "test-failure": None,
+    "pre-delete": None,
+    "post-delete": None,
+    "pre-rollback": None,
+    "post-rollback": None,
+}
+HELM_DELETE_POLICIES: Mapping[str, HealthState | None] = {
+    "before-hook-creation": None,
+    "hook-succeeded": HealthState.CURRENT,
+    "hook-failed": HealthState.FAILED,
+}
 FLUX_SSA_VALUES = ("Override", "Merge", "IfNotPresent", "Ignore")
 _WAVE = re.compile(r"^[-+]?[0-9]+$")
 
@@ -142,7 +169,10 @@ class _Reader:
         return items
 
     def wave(self) -> int:
-        name = ANNOTATION_SYNC_WAVE if ANNOTATION_SYNC_WAVE in self.annotations else ARGO_SYNC_WAVE
+        name = next(
+            (n for n in (ANNOTATION_SYNC_WAVE, ARGO_SYNC_WAVE) if n in self.annotations),
+            HELM_HOOK_WEIGHT,  # a Helm hook's weight orders it as a wave would
+        )
         value = self.annotations.get(name)
         if value is None:
             return 0
@@ -161,6 +191,8 @@ class _Reader:
                 raise self.refuse(ANNOTATION_HOOK, value, "PreSync or PostSync")
             return found, False
         expected = "one of PreSync, Sync, PostSync, SyncFail, Skip"
+        if ARGO_HOOK not in self.annotations and HELM_HOOK in self.annotations:
+            return self.helm_hook()
         items = self.csv(ARGO_HOOK, expected)
         if items is None:
             return None, False
@@ -173,13 +205,32 @@ class _Reader:
             raise self.refuse(ARGO_HOOK, items[0], expected)
         return found, False
 
-    def delete_when(self) -> frozenset[HealthState]:
-        expected = "a list of BeforeHookCreation, HookSucceeded, HookFailed"
-        items = self.csv(ARGO_HOOK_DELETE_POLICY, expected) or []
+    def helm_hook(self) -> tuple[PhaseName | None, bool]:
+        """Helm's hooks: the first one a sync runs, or skipped when none is (tests)."""
+        expected = "a list of Helm hooks (pre-install, post-upgrade, test, ...)"
+        items = self.csv(HELM_HOOK, expected) or []
         for item in items:
-            if item not in DELETE_POLICIES:
-                raise self.refuse(ARGO_HOOK_DELETE_POLICY, item, expected)
-        return frozenset(s for s in (DELETE_POLICIES[i] for i in items) if s is not None)
+            if item not in HELM_HOOKS:
+                raise self.refuse(HELM_HOOK, item, expected)
+        found = [HELM_HOOKS[item] for item in items if HELM_HOOKS[item] is not None]
+        return (found[0], False) if found else (None, True)
+
+    def delete_when(self) -> frozenset[HealthState]:
+        if ARGO_HOOK_DELETE_POLICY not in self.annotations and (
+            HELM_HOOK_DELETE_POLICY in self.annotations
+        ):
+            return self.policies(HELM_HOOK_DELETE_POLICY, HELM_DELETE_POLICIES)
+        return self.policies(ARGO_HOOK_DELETE_POLICY, DELETE_POLICIES)
+
+    def policies(
+        self, name: str, known: Mapping[str, HealthState | None]
+    ) -> frozenset[HealthState]:
+        expected = "a list of " + ", ".join(known)
+        items = self.csv(name, expected) or []
+        for item in items:
+            if item not in known:
+                raise self.refuse(name, item, expected)
+        return frozenset(s for s in (known[i] for i in items) if s is not None)
 
     def prune(self) -> bool:
         if ANNOTATION_PRUNE in self.annotations:
@@ -233,7 +284,11 @@ def _annotation(manifest: Mapping[str, Any], name: str) -> Any:
 
 def is_hook(manifest: Mapping[str, Any]) -> bool:
     """A rendered hook (convoy's or Argo CD's annotation): created once per render."""
-    return bool(_annotation(manifest, ANNOTATION_HOOK) or _annotation(manifest, ARGO_HOOK))
+    return bool(
+        _annotation(manifest, ANNOTATION_HOOK)
+        or _annotation(manifest, ARGO_HOOK)
+        or _annotation(manifest, HELM_HOOK)
+    )
 
 
 def create_only(manifest: Mapping[str, Any]) -> bool:

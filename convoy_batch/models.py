@@ -17,7 +17,9 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    SerializerFunctionWrapHandler,
     ValidationError,
+    model_serializer,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -88,10 +90,67 @@ class Metadata(Model):
     annotations: dict[str, str] = Field(default_factory=dict)
 
 
+class PlainRender(Model):
+    """The files under ``source.path`` as they are (SPEC 3)."""
+
+    type: Literal["Plain"] = "Plain"
+
+
+class KustomizeRender(Model):
+    """``kustomize build`` of ``source.path`` (``kubectl kustomize`` without kustomize)."""
+
+    type: Literal["Kustomize"]
+
+
+class HelmRender(Model):
+    """``helm template`` of the chart at ``source.path``."""
+
+    type: Literal["Helm"]
+    release_name: Name | None = None
+    """The Helm release name; default the Release's name."""
+    values: dict[str, Any] = Field(default_factory=dict)
+    values_files: tuple[str, ...] = ()
+    """Repository paths relative to ``source.path``, applied in order before ``values``."""
+
+
+class JsonnetRender(Model):
+    """The Jsonnet file ``file`` (relative to ``source.path``) with the variables as
+    external variables; ``libraryPaths`` (relative to ``source.path``) are searched for
+    imports."""
+
+    type: Literal["Jsonnet"]
+    file: str = "main.jsonnet"
+    library_paths: tuple[str, ...] = ()
+
+
+class CommandRender(Model):
+    """An operator-defined renderer, by its name in the state directory's renderers file."""
+
+    type: Literal["Command"]
+    name: str
+    args: tuple[str, ...] = ()
+
+
+RenderSpec = Annotated[
+    PlainRender | KustomizeRender | HelmRender | JsonnetRender | CommandRender,
+    Field(discriminator="type"),
+]
+
+
 class Source(Model):
     path: str
     url: str | None = None
     ref: str | None = None
+    render: RenderSpec = Field(default_factory=PlainRender)
+
+    @model_serializer(mode="wrap")
+    def _plain_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A Plain render is not written: a Release dumps as it did before renderers
+        existed, so the render cache keys of existing Releases stay what they were."""
+        data: dict[str, Any] = handler(self)
+        if isinstance(self.render, PlainRender):
+            data.pop("render", None)
+        return data
 
 
 class SyncMode(StrEnum):

@@ -39,7 +39,7 @@ from convoy_batch.models import (
 from convoy_batch.rollout.waves import order_phases
 
 if TYPE_CHECKING:  # a type only: rendering reads no source itself
-    from convoy_batch.source import SourceSnapshot
+    from convoy_batch.source import SourceFile, SourceSnapshot
 
 Manifest = dict[str, Any]
 HookName = PhaseName
@@ -138,11 +138,11 @@ def _check_object(doc: Any, where: str) -> Manifest:
 
 
 def _parse_source(
-    snapshot: "SourceSnapshot", variables: Mapping[str, str], release: str
+    files: Sequence["SourceFile"], variables: Mapping[str, str], release: str
 ) -> list[tuple[str, Manifest]]:
     objects: list[tuple[str, Manifest]] = []
     size = 0
-    for file in snapshot.files:
+    for file in files:
         docs = parse_file(file.path, substitute(file.text, variables, file.path))
         size += sum(doc.size for doc in docs)
         _check_limits(release, len(objects) + len(docs), size)
@@ -326,7 +326,15 @@ def _assemble(
 
 def render(snapshot: "SourceSnapshot", release: Release, cluster: Cluster) -> Render:
     """SPEC 3 steps 2-6 over the fetched files (step 1 and 7 are the fetch's)."""
-    objects = _parse_source(snapshot, variables_for(release, cluster), release.name)
+    return render_files(snapshot.files, snapshot.revision, release, cluster)
+
+
+def render_files(
+    files: Sequence["SourceFile"], revision: str | None, release: Release, cluster: Cluster
+) -> Render:
+    """SPEC 3 steps 2-6 over texts: the source files of a Plain render, or what a
+    renderer wrote (``*.json`` names are read as JSON, the rest as YAML streams)."""
+    objects = _parse_source(files, variables_for(release, cluster), release.name)
     _default_namespaces(objects, release.spec.namespace)
     _check_duplicates(objects)
     if not objects and not release.spec.sync_policy.allow_empty:
@@ -337,7 +345,7 @@ def render(snapshot: "SourceSnapshot", release: Release, cluster: Cluster) -> Re
     objects.sort(key=lambda item: key_of(item[1]).identity())
     canonical = _canonical(objects)
     _check_limits(release.name, len(objects), len(canonical))
-    return _assemble(objects, canonical, release.name, snapshot.revision)
+    return _assemble(objects, canonical, release.name, revision)
 
 
 def load_render(canonical: bytes, release_name: str, revision: str | None) -> Render:

@@ -141,6 +141,32 @@ class SourceResolver:
             self._listings[key] = (SourceListing(revision, digest.hexdigest()), files)
         return key, self._listings[key]
 
+    def tree_fingerprint(self, release: Release) -> str:
+        """A fingerprint of every file a renderer may read for ``release``: the files of
+        the commit its source is read at (an overlay's base or a chart's library lies
+        outside ``source.path``), less the folders convoy-batch itself reads
+        (:data:`CONTROL_FOLDERS`, in the GitOps repository only). Reads no file content."""
+        with self._lock:
+            self._listing(release)
+            return self._tree(release).fingerprint(_control_folders(release))
+
+    def export(self, release: Release, directory: Path) -> None:
+        """Write the files :meth:`tree_fingerprint` covers into ``directory``, from git
+        objects (never the working tree): symlinks are written as the file they lead to
+        inside the repository, or left out; executable bits are kept."""
+        with self._lock:
+            self._listing(release)
+            flat = self._tree(release)
+            skip = _control_folders(release)
+            for name in flat.paths:
+                if not name.startswith(skip):
+                    _export_file(flat, name, directory)
+
+    def _tree(self, release: Release) -> "_Flat":
+        source = release.spec.source
+        ref = release.spec.pin or source.ref
+        return self._trees.of(self._commit(source.url, self._repo(source.url), ref))
+
     def _text(self, blob: git.Blob, path: str) -> str:
         if blob.hexsha not in self._texts:
             self._texts[blob.hexsha] = _text(blob, path)
@@ -279,6 +305,18 @@ class _Flat:
                 self.dirs.add(parent)
                 parent = posixpath.dirname(parent)
         self.paths = sorted(self.blobs)
+        self._fingerprints: dict[tuple[str, ...], str] = {}
+
+    def fingerprint(self, skip: tuple[str, ...]) -> str:
+        """SHA-256 over every blob's path, mode and id but those under ``skip``."""
+        if skip not in self._fingerprints:
+            digest = hashlib.sha256()
+            for name in self.paths:
+                if not name.startswith(skip):
+                    mode, sha = self.blobs[name]
+                    digest.update(f"{name}\0{mode:o}\0{sha}\n".encode())
+            self._fingerprints[skip] = digest.hexdigest()
+        return self._fingerprints[skip]
 
     def blob(self, path: str) -> git.Blob:
         mode, sha = self.blobs[path]
@@ -295,6 +333,33 @@ class _Flat:
 
 
 _Files = tuple[tuple[str, git.Blob], ...]
+
+CONTROL_FOLDERS = ("clusters/", "releases/", "status/")
+"""Folders of the GitOps repository that a renderer neither reads nor is keyed on: a
+status commit does not make every rendered Release render again."""
+
+
+def _control_folders(release: Release) -> tuple[str, ...]:
+    return CONTROL_FOLDERS if release.spec.source.url is None else ()
+
+
+def _export_file(flat: _Flat, name: str, directory: Path) -> None:
+    current = name
+    for _ in range(_MAX_LINK_DEPTH):
+        mode, sha = flat.blobs[current]
+        if mode != _LINK_MODE:
+            target = directory / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(flat.repo.odb.stream(bytes.fromhex(sha)).read())
+            if mode & 0o111:
+                target.chmod(0o755)
+            return
+        try:
+            current = _link_target(git.Blob(flat.repo, bytes.fromhex(sha), mode, current), name)
+        except SourceFailed:
+            return  # leaves the repository
+        if current not in flat.blobs:
+            return  # a directory or nothing
 
 
 def _list_files(trees: _TreeIndex, commit: git.Commit, path: str, where: str) -> _Files:

@@ -59,10 +59,25 @@ def prepare(state: Path) -> dict[str, str]:
     shutil.copy(PROJECT / "dagster.yaml", home / "dagster.yaml")
     return {
         **os.environ,
+        **kustomize_env(),
         "CONVOY_REPO": str(repo),
         "CONVOY_STATE": str(state),
         "DAGSTER_HOME": str(home),
     }
+
+
+def kustomize_env() -> dict[str, str]:
+    """The example's Kustomize Release needs kustomize or kubectl: without either on PATH,
+    Debian's kubectl (fetched once by scripts/k8s-testenv) is named in $CONVOY_KUBECTL."""
+    if os.environ.get("CONVOY_KUBECTL") or shutil.which("kustomize") or shutil.which("kubectl"):
+        return {}
+    done = subprocess.run(
+        [str(PROJECT / "scripts" / "k8s-testenv"), "kubectl"], capture_output=True, check=False
+    )
+    if done.returncode != 0:
+        print(">>> no kustomize or kubectl: the shop Release will fail to render", flush=True)
+        return {}
+    return {"CONVOY_KUBECTL": done.stdout.decode().strip()}
 
 
 def rollout_state(repo: Path, release: str) -> str | None:

@@ -21,6 +21,9 @@ COMPARE = "argocd.argoproj.io/compare-options"
 PRUNE = annotations.FLUX_PRUNE
 SSA = annotations.FLUX_SSA
 RECONCILE = annotations.FLUX_RECONCILE
+HELM = annotations.HELM_HOOK
+HELM_POLICY = annotations.HELM_HOOK_DELETE_POLICY
+HELM_WEIGHT = annotations.HELM_HOOK_WEIGHT
 
 
 def job(name: str, notes: dict[str, str], kind: str = "Job") -> str:
@@ -115,6 +118,24 @@ MAPPINGS = [
         {"convoy.dev/prune": "true", OPTIONS: "Prune=false"}, {}, id="convoy-prune-over-argo"
     ),
     pytest.param({OPTIONS: "Prune=true", PRUNE: "disabled"}, {"prune": False}, id="peers-either"),
+    pytest.param({HELM: "pre-install"}, {"hook": "PreSync"}, id="helm-pre-install"),
+    pytest.param({HELM: "pre-upgrade"}, {"hook": "PreSync"}, id="helm-pre-upgrade"),
+    pytest.param({HELM: "post-install"}, {"hook": "PostSync"}, id="helm-post-install"),
+    pytest.param({HELM: "post-upgrade"}, {"hook": "PostSync"}, id="helm-post-upgrade"),
+    pytest.param(
+        {HELM: "pre-install,pre-upgrade", HELM_WEIGHT: "-5"},
+        {"hook": "PreSync", "wave": -5},
+        id="helm-list-and-weight",
+    ),
+    pytest.param(
+        {HELM: "post-delete, post-install"}, {"hook": "PostSync"}, id="helm-dropped-and-sync"
+    ),
+    pytest.param(
+        {HELM: "pre-install", HELM_POLICY: "before-hook-creation,hook-succeeded,hook-failed"},
+        {"hook": "PreSync", "delete_when": SUCCEEDED | FAILED},
+        id="helm-policies",
+    ),
+    pytest.param({HOOK: "PostSync", HELM: "pre-install"}, {"hook": "PostSync"}, id="argo-wins"),
 ]
 
 
@@ -125,7 +146,13 @@ def test_a_peer_annotation_means_what_the_table_says(
     assert meaning_of(the_object(notes)) == PLAIN | meant
 
 
-IGNORING_ROWS = [{HOOK: "Skip"}, {SSA: "Ignore"}, {SSA: "ignore"}, {RECONCILE: "disabled"}]
+IGNORING_ROWS = [
+    {HOOK: "Skip"},
+    {SSA: "Ignore"},
+    {SSA: "ignore"},
+    {RECONCILE: "disabled"},
+    *({HELM: hook} for hook, phase in annotations.HELM_HOOKS.items() if phase is None),
+]
 
 
 def test_every_value_the_code_knows_has_a_row() -> None:
@@ -137,6 +164,8 @@ def test_every_value_the_code_knows_has_a_row() -> None:
     known |= {(SSA, v) for v in annotations.FLUX_SSA_VALUES}
     known |= {(OPTIONS, f"{o}=true") for o in annotations.ARGO_IGNORED_OPTIONS}
     known |= {(OPTIONS, "Prune=false"), (PRUNE, "disabled"), (RECONCILE, "disabled")}
+    known |= {(HELM, h) for h in annotations.HELM_HOOKS}
+    known |= {(HELM_POLICY, p) for p in annotations.HELM_DELETE_POLICIES}
     assert known <= tested, sorted(known - tested)
 
 
@@ -196,6 +225,14 @@ UNKNOWN = [
     pytest.param({PRUNE: "false"}, PRUNE, "'false' is not enabled or disabled", id="flux-prune"),
     pytest.param({SSA: "Always"}, SSA, "'Always' is not Override or Merge", id="flux-ssa"),
     pytest.param({RECONCILE: "off"}, RECONCILE, "'off' is not enabled or disabled", id="reconcile"),
+    pytest.param({HELM: "pre-sync"}, HELM, "'pre-sync' is not a list of Helm hooks", id="helm"),
+    pytest.param(
+        {HELM: "pre-install", HELM_POLICY: "HookSucceeded"},
+        HELM_POLICY,
+        "'HookSucceeded' is not a list of before-hook-creation",
+        id="helm-policy",
+    ),
+    pytest.param({HELM_WEIGHT: "high"}, HELM_WEIGHT, "'high' is not an integer", id="helm-weight"),
 ]
 
 
@@ -226,13 +263,15 @@ def test_an_integer_argo_wave_is_read_as_convoy_reads_its_own() -> None:
 def test_the_readme_table_names_every_annotation_and_value_the_code_knows() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     table = readme[readme.index("## Argo CD and Flux annotations") :]
-    names = (HOOK, POLICY, WAVE, OPTIONS, COMPARE, PRUNE, SSA, RECONCILE)
+    names = (HOOK, POLICY, WAVE, OPTIONS, COMPARE, PRUNE, SSA, RECONCILE, HELM, HELM_POLICY)
     values = (
         *annotations.ARGO_HOOKS,
         annotations.SKIP,
         *annotations.DELETE_POLICIES,
         *annotations.FLUX_SSA_VALUES,
         *annotations.ARGO_IGNORED_OPTIONS,
+        *annotations.HELM_HOOKS,
+        *annotations.HELM_DELETE_POLICIES,
     )
     missing = [word for word in (*names, *values) if f"`{word}`" not in table]
     assert not missing

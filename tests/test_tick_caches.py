@@ -18,7 +18,7 @@ def test_a_quiet_tick_reloads_the_render_from_the_store(
     scenario.app()
     scenario.reconcile("web", minutes=0)
     ref = scenario.status()["rollout"]["renderRef"]
-    monkeypatch.setattr(stage, "render", _refuse)
+    monkeypatch.setattr(stage, "render_release", _refuse)
     assert scenario.reconcile("web", minutes=1).code == 0
     assert scenario.status()["lastAttempted"]["renderRef"] == ref
 

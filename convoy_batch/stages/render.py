@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from convoy_batch.errors import ClusterNotFound
 from convoy_batch.models import Cluster, Release
-from convoy_batch.render import Render, load_render, render
+from convoy_batch.render import Render, load_render
+from convoy_batch.renderers import render_inputs, render_release
 from convoy_batch.tick import Tick
 
 
@@ -33,10 +34,12 @@ def resolve_cluster(tick: Tick, release: Release) -> Cluster:
     )
 
 
-def render_key(fingerprint: str, release: Release, cluster: Cluster) -> str:
-    """Everything a render depends on: the source files, the Release and the Cluster."""
-    inputs = [fingerprint, release.dump(), cluster.dump()]
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+def render_key(inputs: list[str], release: Release, cluster: Cluster) -> str:
+    """Everything a render depends on: the source files (and for a renderer, the tool:
+    :func:`~convoy_batch.renderers.render_inputs`), the Release and the Cluster. A
+    Plain render's key is what it was before renderers existed."""
+    parts: list[object] = [*inputs, release.dump(), cluster.dump()]
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
 def stage_render(tick: Tick, release: Release) -> Rendered:
@@ -49,7 +52,8 @@ def stage_render(tick: Tick, release: Release) -> Rendered:
         return done
     cluster = resolve_cluster(tick, release)
     listing = tick.sources.listing(release)
-    key = render_key(listing.fingerprint, release, cluster)
+    inputs = render_inputs(release, tick.sources, tick.stores.state_dir)
+    key = render_key(inputs, release, cluster)
     memo = tick.memo(release.name)
     blob = None
     if memo.render_key == key and memo.render_ref is not None:
@@ -57,7 +61,7 @@ def stage_render(tick: Tick, release: Release) -> Rendered:
     if blob is not None:
         made = load_render(blob, release.name, listing.revision)
     else:
-        made = render(tick.sources.fetch(release), release, cluster)
+        made = render_release(release, cluster, tick.sources, tick.stores.state_dir)
     tick.render_keys[release.name] = (key, made.ref)
     tick.owners().note_render(release.name, (o.key for o in made.objects))
     rendered = Rendered(cluster=cluster, render=made)

@@ -1,0 +1,83 @@
+"""Renderers (``spec.source.render``): turn the source at its revision into manifest
+text, which then goes through the render pipeline of SPEC 3 (variables, parse, scope,
+duplicates, renderRef) as plain files do.
+
+A renderer other than Plain runs in a fresh export of the source's commit (files
+written from git objects into a temporary folder, never the working tree); what it
+depends on, :func:`render_inputs`, is found without starting any process, so a Release
+whose inputs did not change reloads its stored render and a quiet tick runs nothing.
+"""
+
+import tempfile
+from pathlib import Path
+
+from convoy_batch.models import (
+    Cluster,
+    CommandRender,
+    HelmRender,
+    JsonnetRender,
+    KustomizeRender,
+    PlainRender,
+    Release,
+    RenderSpec,
+)
+from convoy_batch.render import Render, render, render_files, variables_for
+from convoy_batch.renderers import command, helm, jsonnet, kustomize
+from convoy_batch.renderers.job import Job
+from convoy_batch.source import SourceResolver, normalize_source_path
+
+
+def render_inputs(release: Release, sources: SourceResolver, state_dir: Path) -> list[str]:
+    """What a render depends on beyond the Release and its Cluster: for Plain, the
+    listing's fingerprint (as before renderers); for the others, every file a renderer
+    may read and the tool that renders (its path, size and time: no process runs)."""
+    spec = release.spec.source.render
+    if isinstance(spec, PlainRender):
+        return [sources.listing(release).fingerprint]
+    return [sources.tree_fingerprint(release), _tool_key(spec, state_dir)]
+
+
+def _tool_key(spec: RenderSpec, state_dir: Path) -> str:
+    if isinstance(spec, KustomizeRender):
+        return kustomize.tool_key()
+    if isinstance(spec, JsonnetRender):
+        return jsonnet.tool_key()
+    if isinstance(spec, HelmRender):
+        return helm.tool_key()
+    assert isinstance(spec, CommandRender)
+    return command.tool_key(spec, state_dir)
+
+
+def render_release(
+    release: Release, cluster: Cluster, sources: SourceResolver, state_dir: Path
+) -> Render:
+    """Render ``release`` with its renderer (RenderFailed or SourceFailed, one line)."""
+    spec = release.spec.source.render
+    if isinstance(spec, PlainRender):
+        return render(sources.fetch(release), release, cluster)
+    revision = sources.listing(release).revision
+    with tempfile.TemporaryDirectory(prefix="convoy-render-") as scratch:
+        root, home = Path(scratch) / "tree", Path(scratch) / "home"
+        root.mkdir()
+        home.mkdir()
+        sources.export(release, root)
+        path = normalize_source_path(release.spec.source.path)
+        job = Job(
+            release=release,
+            cluster=cluster,
+            variables=variables_for(release, cluster),
+            revision=revision,
+            root=root,
+            path=path,
+            home=home,
+            state_dir=state_dir,
+        )
+        if isinstance(spec, KustomizeRender):
+            files = kustomize.render(job)
+        elif isinstance(spec, JsonnetRender):
+            files = jsonnet.render(spec, job)
+        elif isinstance(spec, HelmRender):
+            files = helm.render(spec, job)
+        else:
+            files = command.render(spec, job)
+    return render_files(files, revision, release, cluster)

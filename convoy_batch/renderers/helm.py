@@ -1,0 +1,46 @@
+"""Helm: ``helm template`` of the chart at ``source.path`` (helm on PATH), with the
+``valuesFiles`` (inside the source, relative to ``source.path``) then the inline
+``values``, the release name (default the Release's) and namespace, and the chart's
+CRDs. Helm's hooks are read as convoy-batch hooks by :mod:`convoy_batch.annotations`.
+"""
+
+import json
+
+from convoy_batch.errors import RenderFailed
+from convoy_batch.models import HelmRender
+from convoy_batch.renderers import process
+from convoy_batch.renderers.job import Job
+from convoy_batch.source import SourceFile
+
+_MISSING = (
+    "Helm: helm is not on PATH; install Helm 3 (a single binary, see Helm's "
+    "installation guide) on the reconciler's PATH"
+)
+
+
+def tool_key() -> str:
+    tool = process.find_tool("helm")
+    return "helm:none" if tool is None else f"helm:{tool.identity()}"
+
+
+def render(spec: HelmRender, job: Job) -> list[SourceFile]:
+    tool = process.find_tool("helm")
+    if tool is None:
+        raise RenderFailed(_MISSING)
+    release = job.release
+    argv = [tool.path, "template", spec.release_name or release.name, job.path or "."]
+    argv += ["--namespace", release.spec.namespace, "--include-crds"]
+    for name in spec.values_files:
+        path = job.inside(name, "valuesFiles")
+        if not path.is_file():
+            raise RenderFailed(f"render.valuesFiles {name!r}: not found")
+        argv += ["--values", str(path)]
+    if spec.values:
+        inline = job.home / "values.json"
+        inline.write_text(json.dumps(spec.values))
+        argv += ["--values", str(inline)]
+    env = {"HELM_CACHE_HOME": str(job.home / "cache"), "HELM_CONFIG_HOME": str(job.home)}
+    env["HELM_DATA_HOME"] = str(job.home / "data")
+    label = f"Helm (helm template {job.path or '.'})"
+    text = process.run(label, argv, job.root, process.minimal_env(job.home, env))
+    return [SourceFile(f"{job.path or '.'} (helm template)", text)]

@@ -1,0 +1,383 @@
+"""Renderers through the CLI: Kustomize (Debian's kubectl), Jsonnet (the binding) and
+operator-defined Command renderers, each a real program on a PATH of the test's own;
+the render cache that keeps a quiet tick from starting any of them; every error on one
+line while the other Releases go on."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+
+from convoy_batch.cli import main
+from convoy_batch.errors import RenderFailed
+from convoy_batch.models import Release
+from convoy_batch.renderers import process
+from tests.renderer_tools import Tools, debian_kubectl
+from tests.scenario import FAILURE_POLICY, PROJECT, Scenario
+
+
+@pytest.fixture
+def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Tools:
+    monkeypatch.delenv("CONVOY_KUBECTL", raising=False)
+    monkeypatch.delenv("CONVOY_RENDERERS", raising=False)
+    return Tools(tmp_path / "bin", monkeypatch)
+
+
+def release(name: str, path: str, render: str, extra: str = FAILURE_POLICY) -> str:
+    return (
+        "apiVersion: convoy.dev/v1alpha1\nkind: Release\n"
+        f"metadata: {{name: {name}}}\n"
+        f"spec:\n  cluster: staging\n  namespace: {name}\n"
+        f"  source:\n    path: {path}\n    render: {render}\n" + extra
+    )
+
+
+def last_attempt(s: Scenario, name: str) -> tuple[str, str]:
+    attempted = s.status(name)["lastAttempted"]
+    return attempted["reason"], attempted["message"]
+
+
+# --- Kustomize ------------------------------------------------------------------------
+
+BASE = {
+    "kustomization.yaml": "bases: []\nresources: [deployment.yaml, configmap.yaml]\n",
+    "deployment.yaml": (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n"
+        "  replicas: 2\n  selector: {matchLabels: {app: web}}\n  template:\n"
+        "    metadata: {labels: {app: web}}\n"
+        '    spec: {containers: [{name: app, image: "example/web:1.0"}]}\n'
+    ),
+    "configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web-config}\n"
+    'data: {env: "${env}"}\n',
+}
+
+
+def overlay(tag: str) -> str:
+    return (
+        "bases: [../../base]\ncommonAnnotations: {team: shop}\n"
+        f"images:\n- name: example/web\n  newTag: {tag!r}\n"
+    )
+
+
+def kustomize_repo(s: Scenario, tag: str = "1.0") -> None:
+    files: dict[str, str | None] = {f"apps/web/base/{k}": v for k, v in BASE.items()}
+    files["apps/web/overlays/staging/kustomization.yaml"] = overlay(tag)
+    files["apps/web/overlays/prod/kustomization.yaml"] = overlay("0.9")
+    files["releases/web.yaml"] = release("web", "apps/web/overlays/staging", "{type: Kustomize}")
+    s.commit(files, f"web {tag}")
+
+
+@pytest.fixture
+def kubectl(tools: Tools, monkeypatch: pytest.MonkeyPatch) -> str:
+    path = debian_kubectl()
+    monkeypatch.setenv("CONVOY_KUBECTL", str(tools.recorded("kubectl", path)))
+    return path
+
+
+def test_a_kustomize_overlay_rolls_out_rolls_back_and_prunes(
+    scenario: Scenario, kubectl: str
+) -> None:
+    kustomize_repo(scenario, "2.0")
+    result = scenario.reconcile("web", minutes=0)
+    assert result.code == 0, result.err
+    live = scenario.live("web", "deployment.apps", "web")
+    assert live["spec"]["template"]["spec"]["containers"][0]["image"] == "example/web:2.0"
+    assert live["metadata"]["annotations"]["team"] == "shop"
+    # Release variables are substituted in the rendered text.
+    assert scenario.live("web", "configmap", "web-config")["data"] == {"env": "staging"}
+    scenario.deployment_ready()
+    scenario.reconcile("web", minutes=1)
+    assert scenario.status()["rollout"]["state"] == "Succeeded"
+
+    # The base changes outside source.path: the overlay renders again.
+    base_only = {"apps/web/base/kustomization.yaml": "resources: [deployment.yaml]\n"}
+    scenario.commit({**base_only, "apps/web/overlays/staging/kustomization.yaml": overlay("3.0")})
+    scenario.reconcile("web", minutes=2)
+    assert scenario.deployment_image() == "example/web:3.0"
+    assert not scenario.object_path("web", "configmap", "web-config").exists()  # pruned
+    scenario.deployment_failed()
+    scenario.reconcile("web", minutes=3)
+    assert scenario.status()["rollout"]["state"] == "RolledBack"
+    assert scenario.deployment_image() == "example/web:2.0"
+
+
+def test_a_quiet_tick_starts_no_renderer_process(
+    scenario: Scenario, kubectl: str, tools: Tools
+) -> None:
+    kustomize_repo(scenario)
+    scenario.reconcile("web", minutes=0)
+    assert len(tools.call_log()) == 1
+    scenario.reconcile("web", minutes=10)  # due again by its interval: nothing changed
+    scenario.reconcile("web", minutes=20)
+    assert tools.call_log() == ["kubectl kustomize apps/web/overlays/staging"]
+    # A commit outside what the renderer reads (a status, another Release) changes nothing.
+    scenario.commit({"releases/other.yaml": release("other", "apps/other", "{type: Plain}")})
+    scenario.reconcile("web", minutes=30)
+    assert len(tools.call_log()) == 1
+    # Another kubectl (a new file at the same path) is a new tool: it renders again.
+    tools.recorded("kubectl", kubectl).write_text(
+        tools.recorded("kubectl", kubectl).read_text() + "# upgraded\n"
+    )
+    scenario.reconcile("web", minutes=40)
+    assert len(tools.call_log()) == 2
+
+
+def test_without_kustomize_or_kubectl_the_render_fails_naming_them(
+    scenario: Scenario, tools: Tools
+) -> None:
+    kustomize_repo(scenario)
+    scenario.app("plain")
+    result = scenario.reconcile(minutes=0)
+    assert result.code == 1
+    reason, message = last_attempt(scenario, "web")
+    assert reason == "RenderFailed"
+    assert "neither kustomize nor kubectl is on PATH" in message
+    assert "apt-get install kubectl" in message
+    assert "Traceback" not in result.err
+    assert last_attempt(scenario, "plain")[0] == "Synced"  # the others go on
+
+
+def test_a_failing_kustomize_gives_the_end_of_its_stderr(scenario: Scenario, kubectl: str) -> None:
+    kustomize_repo(scenario)
+    scenario.commit({"apps/web/overlays/staging/kustomization.yaml": "bases: [../missing]\n"})
+    assert scenario.reconcile("web", minutes=0).code == 1
+    reason, message = last_attempt(scenario, "web")
+    assert reason == "RenderFailed"
+    assert message.startswith("Kustomize (kubectl kustomize apps/web/overlays/staging) failed")
+    assert "missing" in message
+    assert "\n" not in message
+
+
+def test_a_kustomize_on_path_is_preferred_to_kubectl(
+    scenario: Scenario, kubectl: str, tools: Tools
+) -> None:
+    real = tools.script("real-kustomize", f'shift\nexec "{kubectl}" kustomize "$@"\n')
+    tools.recorded("kustomize", str(real))
+    kustomize_repo(scenario)
+    assert scenario.reconcile("web", minutes=0).code == 0
+    assert tools.call_log() == ["kustomize build apps/web/overlays/staging"]
+
+
+# --- Plain stays as it was -------------------------------------------------------------
+
+
+def test_a_plain_release_dumps_and_renders_as_before_renderers(scenario: Scenario) -> None:
+    scenario.app()
+    scenario.reconcile("web", minutes=0)
+    # Pinned: this renderRef was made before renderers existed.
+    ref = scenario.status()["lastAttempted"]["renderRef"]
+    assert ref == PINNED_PLAIN_REF
+    data = Release.model_validate(
+        {"apiVersion": "convoy.dev/v1alpha1", "kind": "Release", "metadata": {"name": "a"},
+         "spec": {"cluster": "c", "source": {"path": "p", "render": {"type": "Plain"}}}}
+    )  # fmt: skip
+    assert "render" not in data.dump()["spec"]["source"]
+
+
+PINNED_PLAIN_REF = "sha256:66e76030393006b218cbda212426b80f03a6af5e3831ebc8ef08fe357b6789cb"
+
+
+# --- Jsonnet ----------------------------------------------------------------------------
+
+JSONNET_LIB = """\
+{
+  deployment(name, image):: {
+    apiVersion: 'apps/v1', kind: 'Deployment', metadata: {name: name},
+    spec: {replicas: 2, selector: {matchLabels: {app: name}},
+           template: {metadata: {labels: {app: name}},
+                      spec: {containers: [{name: 'app', image: image}]}}},
+  },
+}
+"""
+
+
+def jsonnet_main(image: str, extra: str = "") -> str:
+    return (
+        "local k = import 'k.libsonnet';\n"
+        "{\n"
+        f"  deployment: k.deployment(std.extVar('release'), '{image}'),\n"
+        "  config: {apiVersion: 'v1', kind: 'ConfigMap',\n"
+        "           metadata: {name: std.extVar('release') + '-config'},\n"
+        "           data: {env: std.extVar('env'), cluster: '${cluster}'}},\n"
+        f"{extra}"
+        "}\n"
+    )
+
+
+def jsonnet_repo(s: Scenario, image: str, extra: str = "") -> None:
+    render = "{type: Jsonnet, file: main.jsonnet, libraryPaths: [../lib]}"
+    s.commit(
+        {
+            "apps/lib/k.libsonnet": JSONNET_LIB,
+            "apps/web/main.jsonnet": jsonnet_main(image, extra),
+            "releases/web.yaml": release("web", "apps/web", render),
+        },
+        f"web {image}",
+    )
+
+
+def test_a_jsonnet_release_rolls_out_rolls_back_and_prunes(
+    scenario: Scenario, tools: Tools
+) -> None:
+    extra = "  more: [{apiVersion: 'v1', kind: 'ConfigMap', metadata: {name: 'extra'}}],\n"
+    jsonnet_repo(scenario, "example/web:1.0", extra)
+    result = scenario.reconcile("web", minutes=0)
+    assert result.code == 0, result.err
+    assert scenario.deployment_image() == "example/web:1.0"
+    config = scenario.live("web", "configmap", "web-config")
+    assert config["data"] == {"env": "staging", "cluster": "staging"}  # ext var, then ${}
+    assert scenario.object_path("web", "configmap", "extra").exists()
+    scenario.deployment_ready()
+    scenario.reconcile("web", minutes=1)
+    assert scenario.status()["rollout"]["state"] == "Succeeded"
+
+    jsonnet_repo(scenario, "example/web:2.0")
+    scenario.reconcile("web", minutes=2)
+    assert scenario.deployment_image() == "example/web:2.0"
+    assert not scenario.object_path("web", "configmap", "extra").exists()  # pruned
+    scenario.deployment_failed()
+    scenario.reconcile("web", minutes=3)
+    assert scenario.status()["rollout"]["state"] == "RolledBack"
+    assert scenario.deployment_image() == "example/web:1.0"
+
+
+@pytest.mark.parametrize(
+    ("main", "expected"),
+    [
+        ("{a: error 'boom'}", "failed (exit 1): RUNTIME ERROR: boom"),
+        ("import '/etc/hostname'", "an absolute path leaves the source"),
+        ("import '../../../../../etc/hostname'", "leaves the source"),
+        ("42", "not an object, a list or a map of objects"),
+    ],
+)
+def test_a_failing_jsonnet_is_one_line(
+    scenario: Scenario, tools: Tools, main: str, expected: str
+) -> None:
+    render = "{type: Jsonnet}"
+    scenario.commit(
+        {"apps/web/main.jsonnet": main, "releases/web.yaml": release("web", "apps/web", render)}
+    )
+    assert scenario.reconcile("web", minutes=0).code == 1
+    reason, message = last_attempt(scenario, "web")
+    assert reason == "RenderFailed"
+    assert expected in message, message
+
+
+# --- Command ----------------------------------------------------------------------------
+
+RENDER_SCRIPT = """\
+set -eu
+cat <<EOF
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: $CONVOY_RELEASE-generated}
+data:
+  cluster: "$CONVOY_CLUSTER"
+  namespace: "$CONVOY_NAMESPACE"
+  revision: "$CONVOY_REVISION"
+  tier: "$CONVOY_VAR_TIER"
+  args: "$*"
+  here: "$(cat input.txt)"
+  home: "${HOME:+set}"
+  secret: "${SECRET_TOKEN:-unset}"
+  env: "\\${env}"
+EOF
+"""
+
+
+def operator_file(state: Path, body: str) -> None:
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "renderers.yaml").write_text(body)
+
+
+def command_repo(s: Scenario, render: str) -> str:
+    return s.commit(
+        {
+            "apps/web/input.txt": "from git",
+            "releases/web.yaml": release(
+                "web", "apps/web", render, "  vars: {tier: gold}\n" + FAILURE_POLICY
+            ),
+        }
+    )
+
+
+def test_a_command_renderer_gets_the_release_its_vars_and_args(
+    scenario: Scenario, tools: Tools, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SECRET_TOKEN", "do-not-pass")
+    script = tools.script("render-cm", RENDER_SCRIPT)
+    operator_file(scenario.state, f"renderers:\n  cm:\n    command: [{script}, --fixed]\n")
+    commit = command_repo(scenario, "{type: Command, name: cm, args: ['a b', '$(id)']}")
+    (scenario.root / "apps/web/input.txt").write_text("from the working tree")
+    result = scenario.reconcile("web", minutes=0)
+    assert result.code == 0, result.err
+    data = scenario.live("web", "configmap", "web-generated")["data"]
+    assert data == {
+        "cluster": "staging",
+        "namespace": "web",
+        "revision": commit,
+        "tier": "gold",
+        "args": "--fixed a b $(id)",  # passed as arguments, never through a shell
+        "here": "from git",  # the export, never the working tree
+        "home": "set",
+        "secret": "unset",  # a minimal environment
+        "env": "staging",  # Release variables substituted in the output
+    }
+
+
+@pytest.mark.parametrize(
+    ("operator", "body", "expected"),
+    [
+        (None, "", "Command renderer 'cm': unknown (no such file"),
+        ("renderers: {other: {command: [cat]}}\n", "", "unknown (not defined there"),
+        ("renderers: {cm: {command: [SCRIPT]}}\n", "echo bad >&2; echo worse >&2; exit 3",
+         "Command renderer 'cm' failed (exit 3): bad | worse"),
+        ("renderers: {cm: {command: [SCRIPT], timeout: 1s}}\n", "sleep 30",
+         "Command renderer 'cm': timed out after 1 s"),
+        ("renderers: {cm: {command: [no-such-program]}}\n", "",
+         "Command renderer 'cm': cannot start no-such-program"),
+        ("renderers: {cm: {command: [SCRIPT]}}\n", "echo 'kind: [' ", "web (renderer cm)"),
+    ],
+)  # fmt: skip
+def test_command_renderer_errors_are_one_line_and_others_go_on(
+    scenario: Scenario, tools: Tools, operator: str | None, body: str, expected: str
+) -> None:
+    script = tools.script("render-cm", body)
+    if operator is not None:
+        operator_file(scenario.state, operator.replace("SCRIPT", str(script)))
+    command_repo(scenario, "{type: Command, name: cm}")
+    scenario.app("plain")
+    result = scenario.reconcile(minutes=0)
+    assert result.code == 1
+    reason, message = last_attempt(scenario, "web")
+    assert reason == "RenderFailed"
+    assert expected in message, message
+    assert "Traceback" not in result.err
+    assert last_attempt(scenario, "plain")[0] == "Synced"
+
+
+def test_output_over_the_limit_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(RenderFailed, match="wrote more than 1,000 bytes"):
+        process.run("big", ["sh", "-c", "yes"], tmp_path, process.minimal_env(tmp_path), limit=1000)
+
+
+def test_the_example_kustomize_release_renders_and_rolls_out(
+    tmp_path: Path, kubectl: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "run_example", PROJECT / "scripts" / "run_example.py"
+    )
+    assert spec is not None and spec.loader is not None
+    run_example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_example)
+    repo = run_example.make_example_repo(tmp_path / "repo")
+    state = tmp_path / "state"
+    code = main(["--repo", str(repo), "--state", str(state), "reconcile", "shop"])
+    assert code == 0, capsys.readouterr().err
+    shop = state / "clusters" / "staging" / "shop" / "deployment.apps" / "shop.yaml"
+    deployment = yaml.safe_load(shop.read_text())
+    assert deployment["spec"]["replicas"] == 2
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "registry.example/shop:1.2.0"
+    assert container["env"] == [{"name": "ENV", "value": "staging"}]
