@@ -1,0 +1,89 @@
+"""Helm charts: with a real ``helm`` on the PATH when the machine has one (skipped with
+the reason otherwise: no stand-in program pretends to be helm), and the one-line error
+when it has none."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.renderer_tools import Tools
+from tests.scenario import Scenario
+from tests.test_renderers import last_attempt, release
+
+CHART = {
+    "Chart.yaml": "apiVersion: v2\nname: web\nversion: 0.1.0\n",
+    "values.yaml": "image: example/web:1.0\nreplicas: 1\n",
+    "values-staging.yaml": "replicas: 2\n",
+    "templates/deployment.yaml": """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Release.Name }}
+spec:
+  replicas: {{ .Values.replicas }}
+  selector: {matchLabels: {app: {{ .Release.Name }}}}
+  template:
+    metadata: {labels: {app: {{ .Release.Name }}}}
+    spec:
+      containers: [{name: app, image: "{{ .Values.image }}"}]
+""",
+    "templates/migrate.yaml": """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ .Release.Name }}-migrate
+  annotations:
+    helm.sh/hook: pre-install,pre-upgrade
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: migrate, image: "{{ .Values.image }}"}]
+""",
+}
+HELM = "{type: Helm, valuesFiles: [values-staging.yaml], values: {image: example/web:2.0}}"
+
+
+def chart_repo(s: Scenario) -> None:
+    files: dict[str, str | None] = {f"apps/web/{k}": v for k, v in CHART.items()}
+    files["releases/web.yaml"] = release("web", "apps/web", HELM)
+    s.commit(files, "web chart")
+
+
+@pytest.mark.skipif(shutil.which("helm") is None, reason="no helm on PATH (Debian has none)")
+def test_a_chart_renders_with_its_values_and_its_hooks_as_convoy_hooks(
+    scenario: Scenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    helm = shutil.which("helm")
+    assert helm is not None
+    tools = Tools(tmp_path / "bin", monkeypatch)
+    (tools.bin / "helm").symlink_to(helm)
+    chart_repo(scenario)
+    result = scenario.reconcile("web", minutes=0)
+    assert result.code == 0, result.err
+    # The pre-install hook is a PreSync hook: it goes first, the Deployment waits.
+    assert scenario.status()["lastAttempted"]["reason"] == "WaitingForWaveHealth"
+    assert scenario.object_path("web", "job.batch", "web-migrate").exists()
+    scenario.set_status("web", "job.batch", "web-migrate", {
+        "succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}],
+    })  # fmt: skip
+    assert scenario.reconcile("web", minutes=1).code == 0
+    live = scenario.live("web", "deployment.apps", "web")
+    assert live["spec"]["replicas"] == 2  # the values file
+    assert scenario.deployment_image() == "example/web:2.0"  # the inline values win
+
+
+def test_without_helm_a_chart_fails_in_one_line_naming_helm(
+    scenario: Scenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    Tools(tmp_path / "bin", monkeypatch)  # a PATH without helm
+    chart_repo(scenario)
+    scenario.app("plain")
+    result = scenario.reconcile(minutes=0)
+    assert result.code == 1
+    reason, message = last_attempt(scenario, "web")
+    assert reason == "RenderFailed"
+    assert "helm is not on PATH" in message and "\n" not in message
+    assert "Traceback" not in result.err
+    assert last_attempt(scenario, "plain")[0] == "Synced"
