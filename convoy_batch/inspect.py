@@ -2,9 +2,12 @@
 do). Reads the repository and the state directory; writes nothing.
 """
 
+from collections.abc import Collection
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from git import Repo
 
 from convoy_batch.errors import ConvoyError
 from convoy_batch.gitops import ReleaseEntry
@@ -23,7 +26,11 @@ def _short(ref: str | None) -> str:
     return ref.removeprefix("sha256:")[:12] if ref else "-"
 
 
-def status_row(name: str, status: ReleaseStatus, error: str | None) -> dict[str, Any]:
+def status_row(
+    name: str, status: ReleaseStatus, error: str | None, commit: str | None = None
+) -> dict[str, Any]:
+    """What ``status`` prints of one Release: the fields of the Dagster materialization
+    (state, reason, message, renderRef, revision, applied, commit) and since, lastHealthy."""
     attempt, rollout = status.last_attempted, status.rollout
     since = rollout.started_at if rollout else (attempt.time if attempt else None)
     return {
@@ -32,19 +39,35 @@ def status_row(name: str, status: ReleaseStatus, error: str | None) -> dict[str,
         "reason": attempt.reason if attempt else None,
         "message": attempt.message if attempt else (error or ""),
         "renderRef": attempt.render_ref if attempt else None,
+        "revision": attempt.revision if attempt else None,
+        "applied": attempt.applied if attempt else False,
+        "commit": commit,
         "since": format_time(since) if since else None,
         "lastHealthy": status.last_healthy.render_ref if status.last_healthy else None,
     }
+
+
+def last_status_commits(repo: Repo, names: Collection[str]) -> dict[str, str]:
+    """Release -> the last commit on HEAD that changed its status file (one ``git log``)."""
+    wanted = {f"status/{n}.yaml": n for n in names}
+    found: dict[str, str] = {}
+    commit = ""
+    log = repo.git.log("--format=%H", "--name-only", "HEAD", "--", "status/")
+    for line in log.splitlines():
+        if len(line) == 40 and "/" not in line:
+            commit = line
+        elif line in wanted and wanted[line] not in found:
+            found[wanted[line]] = commit
+    return found
 
 
 def status_rows(
     repo: Path, state: Path, now: datetime, name: str | None
 ) -> tuple[list[dict[str, Any]], list[str]]:
     tick = Tick.open(repo, state, now)
-    rows = [
-        status_row(e.name, tick.status(e.name), e.error)
-        for e in select(tick, [name] if name else [])
-    ]
+    entries = select(tick, [name] if name else [])
+    commits = last_status_commits(tick.repo.repo, [e.name for e in entries])
+    rows = [status_row(e.name, tick.status(e.name), e.error, commits.get(e.name)) for e in entries]
     lines = [
         f"{r['name']:<24} {r['state'] or '-':<12} {r['reason'] or 'never reconciled':<22} "
         f"render={_short(r['renderRef'])} since={r['since'] or '-'}"

@@ -29,6 +29,25 @@ def test_status_as_json_is_for_scripts(scenario: Scenario) -> None:
     assert rows[0]["renderRef"] == scenario.status()["rollout"]["renderRef"]
 
 
+def test_status_as_json_carries_what_the_dagster_ui_shows(scenario: Scenario) -> None:
+    from convoy_batch.assets import outcome_metadata
+    from convoy_batch.runner import run_tick
+    from tests.scenario import T0
+
+    scenario.app()
+    scenario.app("api")
+    report = run_tick(scenario.root, scenario.state, T0)
+    rows = {r["name"]: r for r in json.loads(scenario.cli("status", "--output", "json").out)}
+    for handled in report.handled:
+        shown = outcome_metadata(handled)
+        row = rows[handled.name]
+        for field in ("state", "reason", "message", "renderRef", "revision", "applied", "commit"):
+            assert row[field] == shown[field], (handled.name, field)
+    assert rows["web"]["commit"] == next(
+        c.hexsha for c in scenario.repo.iter_commits(paths="status/web.yaml")
+    )
+
+
 def test_status_of_a_release_never_reconciled_says_so(scenario: Scenario) -> None:
     scenario.app()
     assert "never reconciled" in scenario.cli("status", "web").out
