@@ -112,9 +112,14 @@ def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
     after = rollout.state.value if rollout else "none"
     reason = str(rollout.reason) if rollout else ""
     gate = _gate(outcome)
+    # The render this reconcile sends: the last healthy one when it rolls back or holds.
+    back = status.last_healthy if outcome.reason == Reason.ROLLED_BACK else None
+    applies = back.render_ref if back is not None else ref
     row = {
         "name": name,
         "row": plan.row,
+        "condition": plan.condition,
+        "applies": applies,
         "action": plan.action.value,
         "from": before,
         "to": after,
@@ -126,7 +131,10 @@ def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
     }
     line = f"{name}: {plan.action.value} {before} -> {after}"
     line += f" ({reason})" if reason else ""
-    line += f" render={_short(ref)} [row {plan.row}]"
+    line += f" render={_short(applies)}"
+    if applies != ref:
+        line += f" (instead of {_short(ref)})"
+    line += f", because {plan.condition} (row {plan.row})"
     if gate is not None:
         line += f"; stopped by {gate.reason}: {gate.message}"
     else:

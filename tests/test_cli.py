@@ -59,7 +59,7 @@ def test_plan_says_what_the_next_tick_would_do_and_changes_nothing(scenario: Sce
     result = scenario.cli("plan", "web", "--now", "2026-11-29T12:00:00Z")
     assert result.code == 0, result.err
     assert "ApplySource none -> Progressing (NewRender)" in result.out
-    assert "[row 2]" in result.out
+    assert ", because prior absent, or prior.renderRef != R (row 2)" in result.out
     assert scenario.head() == head
     assert not scenario.object_path("web", "deployment.apps", "web").exists()
     assert not (scenario.state / "inventory" / "web.json").exists()
@@ -158,3 +158,24 @@ def test_a_quiet_tick_says_in_sync_and_an_apply_what_it_applied(scenario: Scenar
     drifted = scenario.reconcile("--all", minutes=2)
     assert "(2 objects applied)" in drifted.out, drifted.out
     assert scenario.live("web", "deployment.apps", "web")["spec"]["replicas"] == 2
+
+
+def test_plan_of_a_rolled_back_release_shows_the_render_it_applies(scenario: Scenario) -> None:
+    scenario.app(image="1.0")
+    scenario.reconcile(minutes=0)
+    scenario.deployment_ready()
+    scenario.reconcile(minutes=1)
+    scenario.app(image="2.0")
+    scenario.reconcile(minutes=2)
+    scenario.deployment_failed()
+    scenario.reconcile(minutes=13)
+    status = scenario.status()
+    assert status["rollout"]["state"] == "RolledBack"
+    healthy, failed = status["lastHealthy"]["renderRef"], status["rollout"]["renderRef"]
+    short = {ref: ref.removeprefix("sha256:")[:12] for ref in (healthy, failed)}
+    result = scenario.cli("plan", "web", "--now", "2026-11-29T12:14:00Z")
+    assert result.code == 0, result.err
+    assert f"render={short[healthy]} (instead of {short[failed]})" in result.out
+    assert "because prior RolledBack (row 3)" in result.out
+    row = json.loads(scenario.cli("plan", "web", "--output", "json").out)[0]
+    assert (row["applies"], row["renderRef"], row["row"]) == (healthy, failed, 3)

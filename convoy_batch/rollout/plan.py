@@ -32,6 +32,8 @@ class Plan:
     action: Action
     row: int
     """The number of the SPEC 5 row that matched (0 for a pinned Release)."""
+    condition: str = "pinned: no rollout"
+    """The matched row's condition, in words."""
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,7 @@ def plan_rollout(
     i = PlanInput(spec=spec, status=status, render_ref=render_ref, now=now, verdict=result)
     for row in ROWS:
         if row.matches(i):
-            return Plan(rollout=row.next_rollout(i), action=row.action, row=row.number)
+            return Plan(row.next_rollout(i), row.action, row.number, row.condition)
     raise AssertionError("the transition table is not exhaustive")  # pragma: no cover
 
 
