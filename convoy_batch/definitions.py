@@ -16,6 +16,7 @@ Schedules and sensors are on by default. Reads the environment only inside
 import hashlib
 import json
 import os
+import warnings
 
 import dagster as dg
 
@@ -29,6 +30,15 @@ from convoy_batch.assets import (
     tick_run_config,
 )
 from convoy_batch.wakeups import release_names, wake_keys, woken
+
+# Dagster 1.13 re-creates a sensor that targets a job when it resolves the definitions
+# (SensorDefinition.with_updated_jobs passes ``owners``) and warns that the parameter is
+# in beta, on every load and run: a parameter this project never sets.
+warnings.filterwarnings(
+    "ignore",
+    message=r"Parameter `owners` of initializer `SensorDefinition.__init__`",
+    category=dg.BetaWarning,
+)
 
 DEFAULT_TICK_CRON = "* * * * *"
 FULL_RESYNC_CRON = "0 * * * *"

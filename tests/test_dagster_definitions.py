@@ -6,6 +6,8 @@ Deployment controller by writing ``status``); the clock is the resource's ``now`
 """
 
 import json
+import subprocess
+import sys
 import warnings
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -30,7 +32,7 @@ from convoy_batch.models import ObjectKey
 from convoy_batch.runner import run_tick
 from convoy_batch.timefmt import format_time
 from tests.gitfixtures import commit_files, make_repo, remove_files
-from tests.scenario import CLUSTER, DEPLOYMENT, T0, release_yaml
+from tests.scenario import CLUSTER, DEPLOYMENT, PROJECT, T0, release_yaml
 
 POLICY = "  failurePolicy: {rollback: Auto, progressDeadline: 10m}\n"
 MANUAL = "  syncPolicy: {mode: Manual}\n" + POLICY
@@ -305,3 +307,22 @@ def test_a_scheduled_materialization_is_not_a_forced_sync(example: Example) -> N
 
     assert found["forced"] is False
     assert found["reason"] == "WaitingForManualSync"
+
+
+def test_loading_and_running_the_definitions_prints_no_warning(example: Example) -> None:
+    """The project's own configuration and definitions make no console noise (every
+    warning shown, as a user's first run would)."""
+    code = (
+        "from convoy_batch.definitions import build_definitions\n"
+        f"d = build_definitions(repo={str(example.root)!r}, state={str(example.state)!r})\n"
+        "d.get_repository_def().get_job('convoy_tick')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "default", "-c", code],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=PROJECT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Warning" not in done.stderr, done.stderr
