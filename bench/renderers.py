@@ -18,8 +18,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import yaml
+from tick import T0, app_files, build_repo, measure  # bench/tick.py, next to this script
 
-from bench.tick import T0, app_files, build_repo, measure
 from convoy_batch.gitops import GitOpsRepo
 from convoy_batch.models import Cluster, Release, parse_model
 from convoy_batch.renderers import render_release

@@ -180,7 +180,11 @@ def cmd_diff(args: argparse.Namespace, repo: Path, state: Path, now: datetime) -
     unknown = [n for n in args.names if n not in known]
     if unknown:
         raise UsageError(f"not a Release in releases/: {', '.join(unknown)}")
-    diffs, warnings = diff_releases(tick, head, args.names, args.live)
+    try:
+        diffs, warnings = diff_releases(tick, head, args.names, args.live)
+    finally:  # their exports; nothing of either tick is saved
+        tick.sources.close()
+        head.sources.close()
     output = args.output
     if output in ("json", "yaml"):
         data = diff_report.rows(diffs, warnings)

@@ -85,7 +85,10 @@ def plan_release(repo: Path, state: Path, now: datetime, name: str) -> tuple[dic
     """What the next reconcile of ``name`` would decide: ``reconcile``'s own ``decide``,
     without ``act``, so nothing is applied, committed or saved."""
     tick = Tick.open(repo, state, now)
-    return plan_entry(tick, select(tick, [name])[0])
+    try:
+        return plan_entry(tick, select(tick, [name])[0])
+    finally:
+        tick.sources.close()  # its exports; nothing of the tick is saved
 
 
 def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:

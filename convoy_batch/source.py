@@ -24,7 +24,9 @@ import hashlib
 import os
 import posixpath
 import re
+import shutil
 import subprocess
+import tempfile
 import threading
 import weakref
 from collections.abc import Iterator
@@ -105,6 +107,9 @@ class SourceResolver:
         # (url, ref or pin, path as written) -> its listing's key, resolved once a tick
         self._resolved: dict[tuple[str | None, str | None, str], ListingKey] = {}
         self._trees = _TreeIndex()
+        # (url, commit) -> its export, shared by the renders of this tick that only read it
+        self._exports: dict[tuple[RepoKey, str], Path] = {}
+        self._scratch: Path | None = None
         # Releases may be reconciled on several threads; git's reader processes are not.
         self._lock = threading.RLock()
 
@@ -162,6 +167,23 @@ class SourceResolver:
                 if not name.startswith(skip):
                     _export_file(flat, name, directory)
 
+    def shared_export(self, release: Release) -> Path:
+        """The export of :meth:`export` for ``release``'s source commit, made once a tick
+        and shared by every renderer that only reads it (a repository of many Releases is
+        written once, not once per Release); removed by :meth:`close`."""
+        with self._lock:
+            source = release.spec.source
+            ref = release.spec.pin or source.ref
+            key = (source.url, self._commit(source.url, self._repo(source.url), ref).hexsha)
+            if key not in self._exports:
+                if self._scratch is None:
+                    self._scratch = Path(tempfile.mkdtemp(prefix="convoy-exports-"))
+                folder = self._scratch / str(len(self._exports))
+                folder.mkdir()
+                self.export(release, folder)
+                self._exports[key] = folder
+            return self._exports[key]
+
     def _tree(self, release: Release) -> "_Flat":
         source = release.spec.source
         ref = release.spec.pin or source.ref
@@ -173,9 +195,14 @@ class SourceResolver:
         return self._texts[blob.hexsha]
 
     def close(self) -> None:
+        """End the tick's git readers and remove its shared exports."""
         for log in self._logs.values():
             log.close()
         self._logs.clear()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+            self._exports.clear()
 
     def _repo(self, url: str | None) -> git.Repo:
         if url in self._repos:

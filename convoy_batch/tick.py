@@ -178,6 +178,7 @@ class Tick:
         for cache in self.caches.values():
             cache.save()
         self.stores.ticks.flush()
+        self.sources.close()
         self.ownership = None  # it refers back to the tick: no cycle outlives it
 
     def inventory(self, name: str) -> ReleaseInventory:

@@ -5,6 +5,7 @@ line while the other Releases go on."""
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -121,6 +122,38 @@ def test_a_quiet_tick_starts_no_renderer_process(
     )
     scenario.reconcile("web", minutes=40)
     assert len(tools.call_log()) == 2
+
+
+def test_the_renders_of_one_tick_share_one_export_of_the_commit(
+    scenario: Scenario, kubectl: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    from convoy_batch.source import SourceResolver
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    exports: list[Path] = []
+    export = SourceResolver.export
+
+    def counted(self: SourceResolver, release: Any, directory: Path) -> None:
+        exports.append(directory)
+        export(self, release, directory)
+
+    monkeypatch.setattr(SourceResolver, "export", counted)
+    files: dict[str, str | None] = {f"apps/base/{k}": v for k, v in BASE.items()}
+    for name in ("a", "b", "c"):
+        files[f"apps/{name}/kustomization.yaml"] = (
+            f"bases: [../base]\nnamespace: {name}\nnamePrefix: {name}-\n"
+        )
+        files[f"releases/{name}.yaml"] = release(name, f"apps/{name}", "{type: Kustomize}")
+    scenario.commit(files, "three overlays of one base")
+    result = scenario.reconcile(minutes=0)
+    assert result.code == 0, result.err
+    assert scenario.object_path("b", "deployment.apps", "b-web").exists()
+    assert len(exports) == 1  # one export for the three renders
+    assert list(scratch.iterdir()) == []  # removed when the tick closed
 
 
 def test_without_kustomize_or_kubectl_the_render_fails_naming_them(

@@ -58,9 +58,12 @@ def render_release(
     revision = sources.listing(release).revision
     with tempfile.TemporaryDirectory(prefix="convoy-render-") as scratch:
         root, home = Path(scratch) / "tree", Path(scratch) / "home"
-        root.mkdir()
         home.mkdir()
-        sources.export(release, root)
+        if isinstance(spec, CommandRender):  # an operator's program may write: its own
+            root.mkdir()
+            sources.export(release, root)
+        else:  # kustomize, helm and jsonnet only read their source: the tick's export
+            root = sources.shared_export(release)
         path = normalize_source_path(release.spec.source.path)
         job = Job(
             release=release,
