@@ -115,9 +115,8 @@ def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
     after = rollout.state.value if rollout else "none"
     reason = str(rollout.reason) if rollout else ""
     gate = _gate(outcome)
-    # The render this reconcile sends: the last healthy one when it rolls back or holds.
-    back = status.last_healthy if outcome.reason == Reason.ROLLED_BACK else None
-    applies = back.render_ref if back is not None else ref
+    # The render this reconcile sends: the outcome's (a rollback's is the last healthy one).
+    applies = outcome.render.ref if outcome.render is not None else ref
     row = {
         "name": name,
         "row": plan.row,
