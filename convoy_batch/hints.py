@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from convoy_batch.errors import StateFailed
-from convoy_batch.models import Model, Time, parse_model
+from convoy_batch.models import Health, Model, ReleaseInventory, Time, parse_model
 from convoy_batch.statefiles import (
     atomic_write,
     folder_problem,
@@ -60,20 +60,23 @@ def _cache_body(data: Any, key: str) -> dict[str, Any] | None:
     return None
 
 
-class TickStore:
-    """``<state>/ticks.json``: the TickRecord of every Release, read once and written
-    once per tick (:meth:`flush`), merged under a lock with what other processes wrote.
+class _SharedRecords:
+    """A JSON file of one record per Release, read once and written once per tick
+    (:meth:`flush`), merged under the state lock with what other processes wrote: each
+    Release's record is the one of the process that flushed last. A hint: a file that
+    cannot be used is one warning, then ignored (and not written for the rest of the
+    instance); another format is ignored and rewritten."""
 
-    A hint: a file that cannot be used is one warning, then ignored (and not written
-    for the rest of the instance); another format is ignored and rewritten."""
+    what = "records"
 
-    def __init__(self, state_dir: Path) -> None:
-        self.path = Path(state_dir) / "ticks.json"
+    def __init__(self, path: Path, state_dir: Path) -> None:
+        self.path = path
         self._state = real_root(state_dir)
         self._locks = Locks(state_dir)
         self._stored: dict[str, Any] | None = None
-        self._pending: dict[str, TickRecord] = {}
-        self._unusable = False
+        self._pending: dict[str, Any] = {}
+        """Release -> its new record (JSON data); None: the record is removed."""
+        self.unusable = False
 
     def _read(self) -> dict[str, Any]:
         try:
@@ -83,22 +86,59 @@ class TickStore:
             self._give_up(f"{exc}; ignored")
             return {}
         except ValueError as exc:
-            log.warning("unreadable tick records, ignored: %s", describe(self.path, exc))
+            log.warning("unreadable %s, ignored: %s", self.what, describe(self.path, exc))
             return {}
         return records if records is not None else {}  # another format: rewritten
 
     def _give_up(self, problem: str) -> None:
-        log.warning("tick records: %s", problem)
-        self._unusable = True
+        log.warning("%s: %s", self.what, problem)
+        self.unusable = True
+
+    def stored(self, release: str) -> Any:
+        """The record of ``release`` as the file holds it (None: none)."""
+        check_file_name(release)
+        if self._stored is None:
+            self._stored = self._read()
+        return self._stored.get(release)
+
+    def flush(self) -> None:
+        """Write the pending records. A lost write costs a tick more work, so there is no
+        fsync on the hot path (and a failure is a warning)."""
+        if not self._pending or self.unusable:
+            return
+        try:
+            with self._locks.state():
+                stored = self._read()
+                if self.unusable:
+                    return
+                for name, record in self._pending.items():
+                    if record is None:
+                        stored.pop(name, None)
+                    else:
+                        stored[name] = record
+                body = {"format": CACHE_FORMAT, "records": stored}
+                atomic_write(self.path, _json_bytes(body), durable=False, root=self._state)
+        except (OSError, StateFailed) as exc:
+            self._give_up(f"{problem_of(self.path, exc)}; not saved")
+            return
+        self._stored = stored
+        self._pending.clear()
+
+
+class TickStore(_SharedRecords):
+    """``<state>/ticks.json``: the TickRecord of every Release (see :class:`_SharedRecords`)."""
+
+    what = "tick records"
+
+    def __init__(self, state_dir: Path) -> None:
+        super().__init__(Path(state_dir) / "ticks.json", state_dir)
+        self._records: dict[str, TickRecord] = {}
 
     def load(self, release: str) -> TickRecord:
         """The stored record; defaults when missing, or (with a warning) when unreadable."""
-        check_file_name(release)
-        if release in self._pending:
-            return self._pending[release]
-        if self._stored is None:
-            self._stored = self._read()
-        raw = self._stored.get(release)
+        if release in self._records:
+            return self._records[release]
+        raw = self.stored(release)
         if raw is None:
             return TickRecord()
         try:
@@ -109,26 +149,64 @@ class TickStore:
 
     def save(self, release: str, record: TickRecord) -> None:
         """Keep ``record`` for the next :meth:`flush`."""
-        self._pending[check_file_name(release)] = record
+        self._records[check_file_name(release)] = record
+        self._pending[release] = record.dump()
 
-    def flush(self) -> None:
-        """Write the saved records. A lost write only makes a Release due once more, so
-        there is no fsync on the hot path (and a failure is a warning)."""
-        if not self._pending or self._unusable:
-            return
+
+class HealthJournal(_SharedRecords):
+    """``<state>/health.json``: health the observer saw that is newer than the inventory
+    file it belongs to, so a tick that only sees health change (every Release, the tick
+    after a rollout) writes one file, not one inventory per Release.
+
+    Key and invariant: a record applies to the inventory file whose SHA-256 it names
+    (``of``) and holds the health of each of its entries, in order; an inventory file
+    written since (new bytes) makes it stale, and it is ignored. Losing a record (a crash,
+    another process's flush of the same Release) leaves the inventory file's own, older
+    health, which the observer sees again; with the observer stopped, the older health
+    is what the verdict reads, as when an unsynced inventory write is lost."""
+
+    what = "health journal"
+
+    def __init__(self, state_dir: Path) -> None:
+        super().__init__(Path(state_dir) / "health.json", state_dir)
+
+    def overlay(self, inventory: ReleaseInventory, digest: str | None) -> ReleaseInventory:
+        """``inventory`` (read from the file with SHA-256 ``digest``) with the health of
+        its record, when one applies."""
+        if digest is None or self.unusable:
+            return inventory
+        record = self._pending.get(inventory.release) or self.stored(inventory.release)
+        if not isinstance(record, dict) or record.get("of") != digest:
+            return inventory
+        healths = record.get("health")
+        if not isinstance(healths, list) or len(healths) != len(inventory.entries):
+            return inventory
         try:
-            with self._locks.state():
-                stored = self._read()
-                if self._unusable:
-                    return
-                stored.update({name: r.dump() for name, r in self._pending.items()})
-                body = {"format": CACHE_FORMAT, "records": stored}
-                atomic_write(self.path, _json_bytes(body), durable=False, root=self._state)
-        except (OSError, StateFailed) as exc:
-            self._give_up(f"{problem_of(self.path, exc)}; not saved")
-            return
-        self._stored = stored
-        self._pending.clear()
+            entries = tuple(
+                entry
+                if entry.hook_deleted or raw is None
+                else entry.model_copy(update={"health": Health.model_validate(raw)})
+                for entry, raw in zip(inventory.entries, healths, strict=True)
+            )
+        except ValueError as exc:
+            log.warning("%s: %s: record ignored: %s", self.path, inventory.release, exc)
+            return inventory
+        return inventory.model_copy(update={"entries": entries})
+
+    def keep(self, inventory: ReleaseInventory, digest: str | None) -> bool:
+        """Record the health of ``inventory``, whose file (SHA-256 ``digest``) holds the
+        same entries with older health; False when it cannot (no file, journal unusable):
+        the caller writes the inventory file instead."""
+        if digest is None or self.unusable:
+            return False
+        health = [e.health.dump() if e.health is not None else None for e in inventory.entries]
+        self._pending[check_file_name(inventory.release)] = {"of": digest, "health": health}
+        return True
+
+    def forget(self, release: str) -> None:
+        """The Release's inventory file was written: its record (if any) is stale."""
+        if self._pending.get(release) is not None or self.stored(release) is not None:
+            self._pending[release] = None
 
 
 class ParseCache:

@@ -263,6 +263,12 @@ class InventoryStore:
         self._state = real_root(state_dir)
         self._problem: str | None = None
         self._checked = False
+        self._digests: dict[str, str | None] = {}
+
+    def digest(self, release: str) -> str | None:
+        """The SHA-256 of the Release's inventory file as last read or written by this
+        store (None: no file): what a health journal record applies to."""
+        return self._digests.get(release)
 
     def path(self, release: str) -> Path:
         return self.root / f"{check_release_name(release)}.json"
@@ -281,6 +287,7 @@ class InventoryStore:
         self._usable()
         empty = ReleaseInventory(release=release)
         data = read_file(path, self._state)
+        self._digests[release] = None  # set once the file holds exactly what is returned
         if data is None:
             return empty
         try:
@@ -291,7 +298,10 @@ class InventoryStore:
         if inventory.release != release:
             log.warning("%s: release: holds %r, treated as empty", path, inventory.release)
             return empty
-        return _valid_entries(inventory, path)
+        valid = _valid_entries(inventory, path)
+        if valid is inventory:
+            self._digests[release] = hashlib.sha256(data).hexdigest()
+        return valid
 
     def save(self, inventory: ReleaseInventory, *, durable: bool = True) -> None:
         """Write the inventory (StateFailed when it cannot be written). ``durable=False``
@@ -301,10 +311,12 @@ class InventoryStore:
         data = inventory.model_dump_json(by_alias=True).encode() + b"\n"  # compact JSON
         # Written before the Release's lock is let go (not in the background): another
         # process reconciling it next must not see its newer inventory overwritten late.
+        self._digests.pop(inventory.release, None)  # unknown until the write is done
         try:
             atomic_write(path, data, durable=durable, root=self._state)
         except OSError as exc:
             raise StateFailed(os_problem(path, exc)) from None
+        self._digests[inventory.release] = hashlib.sha256(data).hexdigest()
 
 
 def _valid_entries(inventory: ReleaseInventory, path: Path) -> ReleaseInventory:

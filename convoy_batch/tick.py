@@ -17,7 +17,7 @@ from convoy_batch.deployers.base import Deployer
 from convoy_batch.deployers.directory import DirectoryDeployer
 from convoy_batch.deployers.simulated import SimulatedDeployer
 from convoy_batch.gitops import GitOpsRepo, GitOpsSnapshot
-from convoy_batch.hints import ParseCache, TickRecord, TickStore
+from convoy_batch.hints import HealthJournal, ParseCache, TickRecord, TickStore
 from convoy_batch.intents import IntentStore
 from convoy_batch.models import Cluster, ObjectKey, ReleaseInventory, ReleaseStatus
 from convoy_batch.ownership import Ownership
@@ -55,6 +55,7 @@ class Stores:
     writer: Writer
     """Renders are written through it, in the background."""
     intents: IntentStore
+    health: HealthJournal
 
     @classmethod
     def open(cls, state_dir: Path) -> "Stores":
@@ -69,6 +70,7 @@ class Stores:
             locks=Locks(state_dir),
             writer=writer,
             intents=IntentStore(state_dir),
+            health=HealthJournal(state_dir),
         )
 
 
@@ -178,13 +180,18 @@ class Tick:
         for cache in self.caches.values():
             cache.save()
         self.stores.ticks.flush()
+        self.stores.health.flush()
         self.sources.close()
         self.ownership = None  # it refers back to the tick: no cycle outlives it
 
     def inventory(self, name: str) -> ReleaseInventory:
         """The Release's inventory as this tick knows it (read once per tick)."""
         if name not in self.inventories:
-            self.inventories[name] = self.stored[name] = self.stores.inventories.load(name)
+            stores = self.stores
+            inventory = stores.health.overlay(
+                stores.inventories.load(name), stores.inventories.digest(name)
+            )
+            self.inventories[name] = self.stored[name] = inventory
         return self.inventories[name]
 
     def note_inventory(self, inventory: ReleaseInventory) -> None:
@@ -219,13 +226,16 @@ class Tick:
 
     def save_inventory(self, name: str) -> None:
         """Write the Release's inventory when it differs from the stored one: durably
-        when its entries changed, without fsync when only their health did (the observer
-        sees that again)."""
+        when its entries changed; when only their health did, into the health journal
+        (written once, when the tick closes; the observer sees health again)."""
         inventory, stored = self.inventory(name), self.stored.get(name)
         if inventory == stored:
             return
-        durable = stored is None or _bookkeeping(inventory) != _bookkeeping(stored)
-        self.stores.inventories.save(inventory, durable=durable)
+        stores = self.stores
+        same_entries = stored is not None and _bookkeeping(inventory) == _bookkeeping(stored)
+        if not (same_entries and stores.health.keep(inventory, stores.inventories.digest(name))):
+            stores.inventories.save(inventory, durable=not same_entries)
+            stores.health.forget(name)
         self.stored[name] = inventory
 
     def memo(self, name: str) -> TickRecord:
@@ -251,5 +261,8 @@ class Tick:
 
 
 def _bookkeeping(inventory: ReleaseInventory) -> list[tuple[object, ...]]:
-    """An inventory's entries without their health."""
-    return [(e.key, e.wave, e.applied_render_ref, e.prune) for e in inventory.entries]
+    """An inventory's entries without their health (a hook's deletion mark is kept: it is
+    written before the delete)."""
+    return [
+        (e.key, e.wave, e.applied_render_ref, e.prune, e.hook_deleted) for e in inventory.entries
+    ]

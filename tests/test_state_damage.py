@@ -67,6 +67,8 @@ DAMAGES = {
     # Hints: a warning, the tick goes on.
     "ticks-json-is-a-folder": Damage("ticks.json", "a-folder", 0, (), 1),
     "ticks-json-leads-out": Damage("ticks.json", "leads-out-file", 0, (), 1),
+    "health-json-is-a-folder": Damage("health.json", "a-folder", 0, (), 1),
+    "health-json-leads-out": Damage("health.json", "leads-out-file", 0, (), 1),
     "cache-is-a-file": Damage("cache", "a-file", 0, (), 1),
     "cache-leads-out": Damage("cache", "leads-out-folder", 0, (), 1),
     "cache-file-is-a-folder": Damage("cache/repo.json", "a-folder", 0, (), 1),
