@@ -1,14 +1,19 @@
 """Helm charts: with a real ``helm`` on the PATH when the machine has one (skipped with
 the reason otherwise: no stand-in program pretends to be helm), and the one-line error
-when it has none."""
+when it has none. What Helm is told of a Kubernetes Cluster's server is tested against
+the real API server in ``tests/k8s/test_k8s_helm.py``."""
 
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
 
+from convoy_batch.renderers import helm
+from convoy_batch.stages.render import capabilities, resolve_cluster
+from convoy_batch.tick import Tick
 from tests.renderer_tools import Tools
-from tests.scenario import Scenario
+from tests.scenario import FAILURE_POLICY, T0, Scenario
 from tests.test_renderers import last_attempt, release
 
 CHART = {
@@ -41,14 +46,25 @@ spec:
       restartPolicy: Never
       containers: [{name: migrate, image: "{{ .Values.image }}"}]
 """,
+    "templates/capabilities.yaml": """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-capabilities
+  annotations:
+    helm.sh/hook: pre-install,pre-upgrade
+data:
+  kubeVersion: {{ .Capabilities.KubeVersion.Version | quote }}
+  deployments: {{ .Capabilities.APIVersions.Has "apps/v1/Deployment" | quote }}
+""",
 }
 HELM = "{type: Helm, valuesFiles: [values-staging.yaml], values: {image: example/web:2.0}}"
 
 
-def chart_repo(s: Scenario) -> None:
-    files: dict[str, str | None] = {f"apps/web/{k}": v for k, v in CHART.items()}
-    files["releases/web.yaml"] = release("web", "apps/web", HELM)
-    s.commit(files, "web chart")
+def chart_repo(s: Scenario, name: str = "web", extra: str = FAILURE_POLICY) -> None:
+    files: dict[str, str | None] = {f"apps/{name}/{k}": v for k, v in CHART.items()}
+    files[f"releases/{name}.yaml"] = release(name, f"apps/{name}", HELM, extra)
+    s.commit(files, f"{name} chart")
 
 
 @pytest.mark.skipif(shutil.which("helm") is None, reason="no helm on PATH (Debian has none)")
@@ -65,6 +81,9 @@ def test_a_chart_renders_with_its_values_and_its_hooks_as_convoy_hooks(
     # The pre-install hook is a PreSync hook: it goes first, the Deployment waits.
     assert scenario.status()["lastAttempted"]["reason"] == "WaitingForWaveHealth"
     assert scenario.object_path("web", "job.batch", "web-migrate").exists()
+    # A directory cluster tells helm nothing: its defaults name no kinds.
+    told = scenario.live("web", "configmap", "web-capabilities")["data"]
+    assert told["deployments"] == "false"
     scenario.set_status("web", "job.batch", "web-migrate", {
         "succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}],
     })  # fmt: skip
@@ -85,5 +104,57 @@ def test_without_helm_a_chart_fails_in_one_line_naming_helm(
     reason, message = last_attempt(scenario, "web")
     assert reason == "RenderFailed"
     assert "helm is not on PATH" in message and "\n" not in message
+    assert "Traceback" not in result.err
+    assert last_attempt(scenario, "plain")[0] == "Synced"
+
+
+def test_a_directory_cluster_tells_helm_nothing(scenario: Scenario) -> None:
+    chart_repo(scenario)
+    tick = Tick.open(scenario.root, scenario.state, T0)
+    try:
+        entry = tick.snapshot.releases["web"]
+        assert entry.release is not None
+        told = capabilities(tick, entry.release, resolve_cluster(tick, entry.release))
+    finally:
+        tick.close()
+    assert told is None
+    assert helm.capability_args(told) == []
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_kubernetes_server_out_of_reach_is_cluster_unavailable_for_its_chart_alone(
+    scenario: Scenario, tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters: [{{name: c, cluster: {{server: 'https://127.0.0.1:{_closed_port()}'}}}}]\n"
+        "users: [{name: u, user: {token: t0ken}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+    )
+    remote = (
+        "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\nmetadata: {name: remote}\n"
+        f"spec:\n  kubernetes: {{kubeconfig: '{kubeconfig}'}}\n"
+    )
+    chart_repo(scenario)
+    scenario.commit(
+        {
+            "clusters/remote.yaml": remote,
+            "releases/web.yaml": release("web", "apps/web", HELM).replace(
+                "cluster: staging", "cluster: remote"
+            ),
+        }
+    )
+    scenario.app("plain")
+    result = scenario.reconcile(minutes=0)
+    assert result.code == 1
+    reason, message = last_attempt(scenario, "web")
+    assert reason == "ClusterUnavailable"
+    assert "clusters/remote.yaml" in message and "\n" not in message
     assert "Traceback" not in result.err
     assert last_attempt(scenario, "plain")[0] == "Synced"

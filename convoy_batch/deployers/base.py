@@ -6,7 +6,8 @@ DryRunFailed, ApplyFailed, PruneFailed, ClusterUnavailable.
 """
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from convoy_batch.models import ObjectKey
 
@@ -29,3 +30,23 @@ class Deployer(Protocol):
 
     def get_many(self, keys: Iterable[ObjectKey]) -> dict[ObjectKey, Manifest | None]:
         """Live objects for many keys at once (the observer's read path)."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a Kubernetes API server says of itself, as Helm's ``.Capabilities`` hold it."""
+
+    kube_version: str
+    """``/version``'s ``gitVersion`` (``v1.20.2``)."""
+    api_versions: tuple[str, ...]
+    """Every group/version served and every group/version/Kind (``apps/v1``,
+    ``apps/v1/Deployment``, ``v1/ConfigMap``), sorted."""
+
+
+@runtime_checkable
+class Describes(Protocol):
+    """A deployer whose target is an API server that can be asked what it is."""
+
+    def capabilities(self) -> Capabilities:
+        """Read once per deployer (one tick); ClusterUnavailable when it cannot be."""
+        ...

@@ -28,8 +28,11 @@ import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from convoy_batch.deployers.base import Capabilities
 from convoy_batch.errors import ClusterUnavailable, Forbidden
 from convoy_batch.models import KubernetesTarget
+
+log = logging.getLogger("convoy_batch")
 
 COUNTS: Counter[str] = Counter()
 """Requests sent by this process: ``GET``, ``PATCH``, ``DELETE``..., ``dry-run PATCH``."""
@@ -189,6 +192,8 @@ class KubeApi:
             self._base = urlsplit(self.host).path  # a server behind a path prefix
         self._discovery: dict[str, dict[str, Resource]] = {}
         self._discovering = threading.Lock()
+        self._described: Capabilities | Exception | None = None
+        self._describing = threading.Lock()
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": "convoy-batch"}
@@ -256,6 +261,36 @@ class KubeApi:
             kind = str(item["kind"])
             found[kind] = Resource(api_version, kind, name, bool(item.get("namespaced")))
         return found
+
+    def capabilities(self) -> Capabilities:
+        """The server's version and what it serves, read once (its answer, or its failure:
+        Unreachable, ApiError, Forbidden, is kept for the instance's life, one tick)."""
+        with self._describing:
+            if self._described is None:
+                try:
+                    self._described = self._describe()
+                except (Unreachable, ApiError, Forbidden) as exc:
+                    self._described = exc
+        if isinstance(self._described, Exception):
+            raise self._described
+        return self._described
+
+    def _describe(self) -> Capabilities:
+        """``/version``, then every group version of ``/api`` and ``/apis`` and the kinds of
+        each (discovery, kept for the deployer). A group version whose kinds cannot be read
+        (an aggregated API whose service is down) is listed without them, as client-go's
+        discovery goes on past a broken group."""
+        version = str(self.request("GET", "/version").get("gitVersion") or "")
+        served = [str(v) for v in self.request("GET", "/api").get("versions") or []]
+        for group in self.request("GET", "/apis").get("groups") or []:
+            served += [str(v.get("groupVersion")) for v in group.get("versions") or []]
+        found = set(served)
+        for api_version in served:
+            try:
+                found.update(f"{api_version}/{kind}" for kind in self.resources(api_version))
+            except (Unreachable, ApiError, Forbidden) as exc:
+                log.warning("%s: %s: kinds unknown: %s", self.where, api_version, exc)
+        return Capabilities(version, tuple(sorted(found)))
 
 
 def _reason(exc: Exception) -> str:

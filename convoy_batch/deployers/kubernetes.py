@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from convoy_batch.annotations import bookkeeping, create_only, is_hook
-from convoy_batch.deployers.base import Manifest
+from convoy_batch.deployers.base import Capabilities, Manifest
 from convoy_batch.deployers.kubeapi import (
     ApiError,
     KubeApi,
@@ -229,6 +229,15 @@ class KubernetesDeployer:
                 return None
             raise
         return obj
+
+    def capabilities(self) -> Capabilities:
+        """The server's version and API versions (what a Helm render is told), read once."""
+        try:
+            return self.api.capabilities()
+        except Unreachable as exc:
+            raise ClusterUnavailable(f"{self.api.where}: {exc}") from None
+        except ApiError as exc:
+            raise ClusterUnavailable(f"{self.api.where}: the server's version: {exc}") from None
 
     def _settled(self, desired: Manifest, live: Manifest | None) -> bool:
         """``settled``, remembered per (object, render) and live copy: the apply that follows

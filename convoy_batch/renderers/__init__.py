@@ -11,6 +11,7 @@ whose inputs did not change reloads its stored render and a quiet tick runs noth
 import tempfile
 from pathlib import Path
 
+from convoy_batch.deployers.base import Capabilities
 from convoy_batch.models import (
     Cluster,
     CommandRender,
@@ -27,14 +28,23 @@ from convoy_batch.renderers.job import Job
 from convoy_batch.source import SourceResolver, normalize_source_path
 
 
-def render_inputs(release: Release, sources: SourceResolver, state_dir: Path) -> list[str]:
+def render_inputs(
+    release: Release,
+    sources: SourceResolver,
+    state_dir: Path,
+    capabilities: Capabilities | None = None,
+) -> list[str]:
     """What a render depends on beyond the Release and its Cluster: for Plain, the
     listing's fingerprint (as before renderers); for the others, every file a renderer
-    may read and the tool that renders (its path, size and time: no process runs)."""
+    may read and the tool that renders (its path, size and time: no process runs), and
+    the server's ``capabilities`` a Helm render is given (so a server upgrade re-renders)."""
     spec = release.spec.source.render
     if isinstance(spec, PlainRender):
         return [sources.listing(release).fingerprint]
-    return [sources.tree_fingerprint(release), _tool_key(spec, state_dir)]
+    inputs = [sources.tree_fingerprint(release), _tool_key(spec, state_dir)]
+    if capabilities is not None:
+        inputs += [capabilities.kube_version, " ".join(capabilities.api_versions)]
+    return inputs
 
 
 def _tool_key(spec: RenderSpec, state_dir: Path) -> str:
@@ -49,9 +59,14 @@ def _tool_key(spec: RenderSpec, state_dir: Path) -> str:
 
 
 def render_release(
-    release: Release, cluster: Cluster, sources: SourceResolver, state_dir: Path
+    release: Release,
+    cluster: Cluster,
+    sources: SourceResolver,
+    state_dir: Path,
+    capabilities: Capabilities | None = None,
 ) -> Render:
-    """Render ``release`` with its renderer (RenderFailed or SourceFailed, one line)."""
+    """Render ``release`` with its renderer (RenderFailed or SourceFailed, one line);
+    ``capabilities``: the Cluster's API server, for Helm on a Kubernetes Cluster."""
     spec = release.spec.source.render
     if isinstance(spec, PlainRender):
         return render(sources.fetch(release), release, cluster)
@@ -74,6 +89,7 @@ def render_release(
             path=path,
             home=home,
             state_dir=state_dir,
+            capabilities=capabilities,
         )
         if isinstance(spec, KustomizeRender):
             files = kustomize.render(job)

@@ -1,11 +1,13 @@
 """Helm: ``helm template`` of the chart at ``source.path`` (helm on PATH), with the
 ``valuesFiles`` (inside the source, relative to ``source.path``) then the inline
 ``values``, the release name (default the Release's) and namespace, and the chart's
-CRDs. Helm's hooks are read as convoy-batch hooks by :mod:`convoy_batch.annotations`.
+CRDs; on a Kubernetes Cluster, the server's version and API versions (as Argo CD passes
+them). Helm's hooks are read as convoy-batch hooks by :mod:`convoy_batch.annotations`.
 """
 
 import json
 
+from convoy_batch.deployers.base import Capabilities
 from convoy_batch.errors import RenderFailed
 from convoy_batch.models import HelmRender
 from convoy_batch.renderers import process
@@ -23,6 +25,17 @@ def tool_key() -> str:
     return "helm:none" if tool is None else f"helm:{tool.identity()}"
 
 
+def capability_args(capabilities: Capabilities | None) -> list[str]:
+    """``--kube-version`` and one ``--api-versions`` per group/version and
+    group/version/Kind the server serves; none for a directory cluster (helm's defaults)."""
+    if capabilities is None:
+        return []
+    args = ["--kube-version", capabilities.kube_version] if capabilities.kube_version else []
+    for api_version in capabilities.api_versions:
+        args += ["--api-versions", api_version]
+    return args
+
+
 def render(spec: HelmRender, job: Job) -> list[SourceFile]:
     tool = process.find_tool("helm")
     if tool is None:
@@ -30,6 +43,7 @@ def render(spec: HelmRender, job: Job) -> list[SourceFile]:
     release = job.release
     argv = [tool.path, "template", spec.release_name or release.name, job.path or "."]
     argv += ["--namespace", release.spec.namespace, "--include-crds"]
+    argv += capability_args(job.capabilities)
     for name in spec.values_files:
         path = job.inside(name, "valuesFiles")
         if not path.is_file():

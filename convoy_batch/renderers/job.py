@@ -5,6 +5,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from convoy_batch.deployers.base import Capabilities
 from convoy_batch.errors import RenderFailed
 from convoy_batch.models import Cluster, Release
 
@@ -22,6 +23,8 @@ class Job:
     home: Path
     """A scratch folder: the program's HOME and TMPDIR."""
     state_dir: Path
+    capabilities: Capabilities | None = None
+    """The Cluster's API server, for Helm on a Kubernetes Cluster (None otherwise)."""
 
     @property
     def source_dir(self) -> Path:

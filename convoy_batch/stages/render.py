@@ -1,15 +1,17 @@
 """``stage_render`` (SPEC 4 step 1): resolve the Cluster, fetch the source, render.
 
-Does I/O through the tick's source resolver; raises ClusterNotFound, SourceFailed or
-RenderFailed with a one-line message.
+Does I/O through the tick's source resolver (and, for Helm on a Kubernetes Cluster, the
+tick's deployer of that Cluster); raises ClusterNotFound, SourceFailed, RenderFailed or
+ClusterUnavailable with a one-line message.
 """
 
 import hashlib
 import json
 from dataclasses import dataclass
 
+from convoy_batch.deployers.base import Capabilities, Describes
 from convoy_batch.errors import ClusterNotFound
-from convoy_batch.models import Cluster, Release
+from convoy_batch.models import Cluster, HelmRender, Release
 from convoy_batch.render import Render, load_render
 from convoy_batch.renderers import render_inputs, render_release
 from convoy_batch.tick import Tick
@@ -34,6 +36,17 @@ def resolve_cluster(tick: Tick, release: Release) -> Cluster:
     )
 
 
+def capabilities(tick: Tick, release: Release, cluster: Cluster) -> Capabilities | None:
+    """What a Helm render on a Kubernetes Cluster is told of its server (version, API
+    versions), read by the tick's deployer of the Cluster once per tick
+    (ClusterUnavailable when it cannot be); None for another renderer or a directory
+    cluster."""
+    if cluster.spec.kubernetes is None or not isinstance(release.spec.source.render, HelmRender):
+        return None
+    deployer = tick.deployer(cluster)
+    return deployer.capabilities() if isinstance(deployer, Describes) else None
+
+
 def render_key(inputs: list[str], release: Release, cluster: Cluster) -> str:
     """Everything a render depends on: the source files (and for a renderer, the tool:
     :func:`~convoy_batch.renderers.render_inputs`), the Release and the Cluster. A
@@ -52,7 +65,8 @@ def stage_render(tick: Tick, release: Release) -> Rendered:
         return done
     cluster = resolve_cluster(tick, release)
     listing = tick.sources.listing(release)
-    inputs = render_inputs(release, tick.sources, tick.stores.state_dir)
+    server = capabilities(tick, release, cluster)
+    inputs = render_inputs(release, tick.sources, tick.stores.state_dir, server)
     key = render_key(inputs, release, cluster)
     memo = tick.memo(release.name)
     blob = None
@@ -61,7 +75,7 @@ def stage_render(tick: Tick, release: Release) -> Rendered:
     if blob is not None:
         made = load_render(blob, release.name, listing.revision)
     else:
-        made = render_release(release, cluster, tick.sources, tick.stores.state_dir)
+        made = render_release(release, cluster, tick.sources, tick.stores.state_dir, server)
     tick.render_keys[release.name] = (key, made.ref)
     tick.owners().note_render(release.name, (o.key for o in made.objects))
     rendered = Rendered(cluster=cluster, render=made)

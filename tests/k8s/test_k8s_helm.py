@@ -1,0 +1,101 @@
+"""Helm on a Kubernetes Cluster is told the server's version and API versions, read from
+the real API server once per tick, and its render is keyed on them. A real ``helm`` runs
+only when the machine has one (skipped with the reason otherwise)."""
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from convoy_batch.deployers import kubeapi
+from convoy_batch.deployers.base import Capabilities
+from convoy_batch.models import Release
+from convoy_batch.renderers import helm, render_inputs
+from convoy_batch.stages.render import capabilities, render_key, resolve_cluster
+from convoy_batch.tick import Tick
+from tests.k8s.k8s_scenario import KubeScenario
+from tests.renderer_tools import Tools
+from tests.scenario import FAILURE_POLICY, T0
+from tests.test_helm import chart_repo
+
+CREATE_NAMESPACE = "  syncPolicy: {createNamespace: true}\n" + FAILURE_POLICY
+
+
+def _release(tick: Tick, name: str) -> Release:
+    entry = tick.snapshot.releases[name]
+    assert entry.release is not None
+    return entry.release
+
+
+def _values(args: list[str], flag: str) -> list[str]:
+    return [args[i + 1] for i, arg in enumerate(args) if arg == flag]
+
+
+def test_a_chart_on_a_kubernetes_cluster_is_told_the_servers_version_and_api_versions(
+    kscenario: KubeScenario,
+) -> None:
+    chart_repo(kscenario, "told")
+    tick = Tick.open(kscenario.root, kscenario.state, T0)
+    try:
+        release = _release(tick, "told")
+        cluster = resolve_cluster(tick, release)
+        server = capabilities(tick, release, cluster)
+        asked = kubeapi.COUNTS["GET"]
+        assert capabilities(tick, release, cluster) is server  # once per Cluster per tick
+        assert kubeapi.COUNTS["GET"] == asked
+    finally:
+        tick.close()
+    args = helm.capability_args(server)
+    api = kscenario.kube.api
+    assert _values(args, "--kube-version") == [client.VersionApi(api).get_code().git_version]
+    told = set(_values(args, "--api-versions"))
+    groups = client.ApisApi(api).get_api_versions().groups
+    served = {v.group_version for g in groups for v in g.versions}
+    served |= set(client.CoreApi(api).get_api_versions().versions)
+    assert served <= told
+    apps = client.AppsV1Api(api).get_api_resources().resources
+    assert {f"apps/v1/{r.kind}" for r in apps if "/" not in r.name} <= told
+    assert {"apps/v1/Deployment", "v1/ConfigMap"} <= told
+    assert all(v in served or v.rsplit("/", 1)[0] in served for v in told)
+
+
+def test_the_render_key_changes_with_the_servers_version_and_api_versions(
+    kscenario: KubeScenario,
+) -> None:
+    chart_repo(kscenario, "keyed")
+    tick = Tick.open(kscenario.root, kscenario.state, T0)
+    try:
+        release = _release(tick, "keyed")
+        cluster = resolve_cluster(tick, release)
+        server = capabilities(tick, release, cluster)
+        assert server is not None
+
+        def key(told: Capabilities | None) -> str:
+            inputs = render_inputs(release, tick.sources, tick.stores.state_dir, told)
+            return render_key(inputs, release, cluster)
+
+        assert key(server) == key(replace(server))
+        assert key(replace(server, kube_version=server.kube_version + "-upgraded")) != key(server)
+        assert key(replace(server, api_versions=server.api_versions[1:])) != key(server)
+        assert key(None) != key(server)
+    finally:
+        tick.close()
+
+
+@pytest.mark.skipif(shutil.which("helm") is None, reason="no helm on PATH (Debian has none)")
+def test_a_chart_sees_the_servers_version_and_kinds_in_its_capabilities(
+    kscenario: KubeScenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    helm_path = shutil.which("helm")
+    assert helm_path is not None
+    tools = Tools(tmp_path / "bin", monkeypatch)
+    (tools.bin / "helm").symlink_to(helm_path)
+    chart_repo(kscenario, "capable", CREATE_NAMESPACE)
+    result = kscenario.reconcile("capable", minutes=0)
+    assert result.code == 0, result.err
+    found = kscenario.configmap("capable", "capable-capabilities")  # a PreSync hook
+    assert found is not None
+    version = client.VersionApi(kscenario.kube.api).get_code().git_version
+    assert found.data == {"kubeVersion": version, "deployments": "true"}
