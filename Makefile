@@ -4,8 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXAMPLE := .convoy/example
+# make run's UI port: `make run PORT=3001` (or PORT in the environment).
+PORT ?= 3000
 
-.PHONY: run test lint bench clean k8s-testenv crash-deps
+.PHONY: run force test lint bench clean k8s-testenv crash-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,7 +35,15 @@ crash-deps:
 	@command -v cc >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq --no-install-recommends gcc libc6-dev; } || echo "crash-deps: no C compiler; the crash tests will skip (fail under CI=true)"
 
 run: $(STAMP)
-	$(BIN)/python scripts/run_example.py $(EXAMPLE)
+	$(BIN)/python scripts/run_example.py $(EXAMPLE) --port $(PORT)
+
+# A forced sync of one Release of the running example (`make force RELEASE=reports`): what
+# the UI's Materialize does, through Dagster's CLI with the environment make run gives it.
+force: $(STAMP)
+	$(if $(RELEASE),,$(error make force needs a Release: make force RELEASE=reports))
+	CONVOY_REPO=$(CURDIR)/$(EXAMPLE)/repo CONVOY_STATE=$(CURDIR)/$(EXAMPLE) \
+	DAGSTER_HOME=$(CURDIR)/$(EXAMPLE)/dagster \
+	$(BIN)/dagster asset materialize -m convoy_batch.definitions --select release --partition $(RELEASE)
 
 bench: $(STAMP)
 	$(BIN)/python bench/tick.py

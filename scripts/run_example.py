@@ -28,6 +28,9 @@ PROJECT = Path(__file__).resolve().parent.parent
 EXAMPLE = PROJECT / "releases"
 UPDATES = EXAMPLE / "updates"
 UPDATE_TIMEOUT_SECONDS = 600
+DEFAULT_STATE = Path(".convoy/example")
+AUDIT_TRAIL = "git -C {repo} log --format='%h %ad %an: %s' --date=format:%T -- status/"
+"""The README's audit-trail command: each status commit with its time."""
 
 
 def git(repo: Path, *args: str) -> str:
@@ -124,16 +127,18 @@ def dagster_dev(env: dict[str, str], host: str, port: int) -> subprocess.Popen[b
 
 
 def explain(state: Path, host: str, port: int) -> None:
-    repo = state / "repo"
+    """The banner; commands name the state directory as given (``make run``: relative)."""
+    by_make = state == DEFAULT_STATE and Path.cwd() == PROJECT
+    force = "make force RELEASE=reports, or " if by_make else ""
     print(
         f"""
 convoy-batch example
-  repository:  {repo}
-  state:       {state}
+  repository:  {(state / "repo").resolve()}
+  state:       {state.resolve()}
   Dagster UI:  http://{host}:{port}   (schedules and sensors are on)
 
-  watch the audit trail:   git -C {repo} log --format='%h %an: %s' -- status/
-  force-sync reports:      UI > Assets > release > Materialize > partition "reports"
+  watch the audit trail:   {AUDIT_TRAIL.format(repo=state / "repo")}
+  force-sync reports:      {force}UI > Assets > release > Materialize > partition "reports"
   stop:                    Ctrl-C
 """,
         flush=True,
@@ -142,14 +147,24 @@ convoy-batch example
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("state", nargs="?", default=".convoy/example", type=Path)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=3000)
+    parser.add_argument(
+        "state",
+        nargs="?",
+        default=DEFAULT_STATE,
+        type=Path,
+        help=f"the state directory, made afresh (default {DEFAULT_STATE})",
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="the UI's address (default %(default)s)"
+    )
+    parser.add_argument(
+        "--port", type=int, default=3000, help="the UI's port (default %(default)s)"
+    )
     parser.add_argument("--no-update", action="store_true", help="do not commit api 1.1.0")
     args = parser.parse_args(argv)
     state = args.state.resolve()
     env = prepare(state)
-    explain(state, args.host, args.port)
+    explain(args.state, args.host, args.port)
     # Started in the background by a shell, SIGINT may be ignored, and dagster dev (which
     # maps SIGTERM to SIGINT) would then ignore both: restore it before it is inherited.
     signal.signal(signal.SIGINT, signal.default_int_handler)
