@@ -71,16 +71,20 @@ def build_repo(
     cluster: str = "{vars: {env: bench}}",
     extra: Mapping[str, str] | None = None,
     render: str | None = None,
+    clusters: int = 1,
 ) -> list[str]:
     """A GitOps repository with N Releases ``<prefix>-NNNN`` of ``app_files()`` (and
-    ``extra`` files) on one Cluster with spec ``cluster``, rendered by ``render`` (a
-    ``spec.source.render`` in flow style; default Plain); returns the manifest texts."""
+    ``extra`` files) on ``clusters`` Clusters with spec ``cluster`` (``bench``, or
+    ``bench-NN`` in turn), rendered by ``render`` (a ``spec.source.render`` in flow style;
+    default Plain); returns the manifest texts."""
     texts: list[str] = []
+    names = ["bench"] if clusters == 1 else [f"bench-{c:02d}" for c in range(clusters)]
     (root / "clusters").mkdir(parents=True)
-    (root / "clusters" / "bench.yaml").write_text(
-        "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\nmetadata: {name: bench}\n"
-        f"spec: {cluster}\n"
-    )
+    for cluster_name in names:
+        (root / "clusters" / f"{cluster_name}.yaml").write_text(
+            "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\n"
+            f"metadata: {{name: {cluster_name}}}\nspec: {cluster}\n"
+        )
     (root / "releases").mkdir()
     for i in range(releases):
         name = f"{prefix}-{i:04d}"
@@ -96,7 +100,7 @@ def build_repo(
         (root / "releases" / f"{name}.yaml").write_text(
             "apiVersion: convoy.dev/v1alpha1\nkind: Release\n"
             f"metadata: {{name: {name}}}\n"
-            f"spec:\n  cluster: bench\n  namespace: {name}\n"
+            f"spec:\n  cluster: {names[i % len(names)]}\n  namespace: {name}\n"
             f"  source: {{path: apps/{name}{', render: ' + render if render else ''}}}\n"
             "  vars: {replicas: '2'}\n"
             "  failurePolicy: {progressDeadline: 10m}\n"

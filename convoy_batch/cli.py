@@ -21,8 +21,8 @@ from convoy_batch import diff_report, history
 from convoy_batch.diff import diff_releases
 from convoy_batch.errors import ConvoyError, UsageError
 from convoy_batch.inspect import plan_release, status_rows
-from convoy_batch.reconcile import describe
-from convoy_batch.runner import TickReport, observe_release, run_tick, select
+from convoy_batch.runner import observe_release, run_tick, select
+from convoy_batch.shards import Summary, run_sharded
 from convoy_batch.tick import Tick, default_state_dir
 from convoy_batch.timefmt import parse_time
 
@@ -47,6 +47,13 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--all", action="store_true", help="every Release, due or not")
     r.add_argument("--force", action="store_true", help="forced sync of the named Releases")
     r.add_argument("--no-observe", action="store_true", help="do not refresh health first")
+    r.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the tick as N processes, one Cluster each at a time (default 1)",
+    )
     r.add_argument("--now", type=parse_time, default=None, help=NOW_HELP)
     o = _command(sub, "observe", "refresh the health of Releases' objects")
     o.add_argument("names", nargs="*", metavar="NAME", help="these Releases (default: all)")
@@ -94,48 +101,21 @@ def _emit(args: argparse.Namespace, rows: list[dict[str, Any]], lines: Sequence[
             print(line)
 
 
-def _report_rows(report: TickReport) -> list[dict[str, Any]]:
-    rows = []
-    for h in report.handled:
-        o = h.outcome
-        rows.append(
-            {
-                "name": h.name,
-                "state": h.status.rollout.state.value if h.status.rollout else None,
-                "reason": o.reason.value,
-                "message": o.message,
-                "applied": o.applied,
-                "renderRef": o.render.ref if o.render else None,
-                "revision": o.render.revision if o.render else None,
-                "commit": h.commit,
-            }
-        )
-    return rows
-
-
 def cmd_reconcile(args: argparse.Namespace, repo: Path, state: Path, now: datetime) -> int:
     if args.force and not args.names:
         raise UsageError("--force needs the names of the Releases to force")
-    report = run_tick(
-        repo,
-        state,
-        now,
-        args.names,
-        all_releases=args.all,
-        forced=frozenset(args.names) if args.force else frozenset(),
-        observe_first=not args.no_observe,
-    )
-    for h in report.handled:
-        if h.outcome.is_error:
-            print(f"{h.name}: {h.outcome.reason}: {h.outcome.message}", file=sys.stderr)
-    if report.commit_error:
-        print(f"convoy-batch: {report.commit_error}", file=sys.stderr)
-    if report.push_warning:
-        print(f"warning: {report.push_warning}", file=sys.stderr)
-    lines = [describe(h) for h in report.handled]
-    lines += [f"{name}: skipped ({why})" for name, why in report.skipped.items()]
-    _emit(args, _report_rows(report), lines)
-    return EXIT_ERRORS if report.errored else EXIT_OK
+    if args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    forced = frozenset(args.names) if args.force else frozenset()
+    options = {"all_releases": args.all, "forced": forced, "observe_first": not args.no_observe}
+    if args.jobs > 1:
+        summary = run_sharded(repo, state, now, args.jobs, args.names, **options)
+    else:
+        summary = Summary.of(run_tick(repo, state, now, args.names, **options))
+    for line in summary.problems:
+        print(line, file=sys.stderr)
+    _emit(args, summary.rows, summary.lines)
+    return EXIT_ERRORS if summary.errored else EXIT_OK
 
 
 def cmd_observe(args: argparse.Namespace, repo: Path, state: Path, now: datetime) -> int:

@@ -313,7 +313,7 @@ def _reconcile_due(
                 observe_release(tick, entry, save=False)
         due.append(entry)
     results: dict[str, Handled | str] = {}
-    for group in _by_cluster_wave(tick, due):
+    for group in by_cluster_wave(tick, due):
         # The cluster wave gate reads only lower waves, which are done by then.
         remote = [e for e in group if _on_kubernetes(tick, e)]
         for entry in group:
@@ -367,20 +367,20 @@ def _handle_locked(tick: Tick, entry: ReleaseEntry) -> "Handled | str":
         return sync_handler(tick, entry.name, entry.release, outcome, empty, None)
 
 
-def _cluster_of(tick: Tick, entry: ReleaseEntry) -> Cluster | None:
+def cluster_of(tick: Tick, entry: ReleaseEntry) -> Cluster | None:
     return tick.snapshot.clusters.get(entry.release.spec.cluster) if entry.release else None
 
 
 def _on_kubernetes(tick: Tick, entry: ReleaseEntry) -> bool:
-    cluster = _cluster_of(tick, entry)
+    cluster = cluster_of(tick, entry)
     return cluster is not None and cluster.spec.kubernetes is not None
 
 
-def _by_cluster_wave(tick: Tick, entries: Sequence[ReleaseEntry]) -> list[list[ReleaseEntry]]:
+def by_cluster_wave(tick: Tick, entries: Sequence[ReleaseEntry]) -> list[list[ReleaseEntry]]:
     """Entries grouped by their Cluster's wave, lowest first (no Cluster: first)."""
     groups: dict[int, list[ReleaseEntry]] = {}
     for entry in entries:
-        cluster = _cluster_of(tick, entry)
+        cluster = cluster_of(tick, entry)
         groups.setdefault(cluster.spec.wave if cluster else -(2**31), []).append(entry)
     return [groups[wave] for wave in sorted(groups)]
 
@@ -395,13 +395,25 @@ def run_tick(
     forced: Set[str] = frozenset(),
     observe_first: bool = True,
     deployer_factory: DeployerFactory = make_deployer,
+    shard: Set[str] | None = None,
 ) -> TickReport:
     """One tick: named Releases are reconciled whether due or not; otherwise the due ones
     (every one with ``all_releases``, which is also the full resync of SPEC 13).
-    ``deployer_factory`` builds each Cluster's deployer (tests inject failures there)."""
+    ``deployer_factory`` builds each Cluster's deployer (tests inject failures there).
+    ``shard``: only these Releases, one part of a tick run by several processes
+    (:mod:`convoy_batch.shards`); the render garbage collection and the push are left to
+    the caller, once every part is done (:func:`finish_tick`)."""
     with fewer_collections():
         return _run_tick(
-            repo, state_dir, now, names, all_releases, forced, observe_first, deployer_factory
+            repo,
+            state_dir,
+            now,
+            names,
+            all_releases,
+            forced,
+            observe_first,
+            deployer_factory,
+            shard,
         )
 
 
@@ -414,9 +426,12 @@ def _run_tick(
     forced: Set[str],
     observe_first: bool,
     deployer_factory: DeployerFactory,
+    shard: Set[str] | None,
 ) -> TickReport:
     tick = Tick.open(repo, state_dir, now, forced=forced, deployer_factory=deployer_factory)
     entries = select(tick, names)
+    if shard is not None:
+        entries = [e for e in entries if e.name in shard]
     report = TickReport()
     with tick.status_store.batch():
         _reconcile_due(tick, entries, names, all_releases, observe_first, report)
@@ -425,15 +440,39 @@ def _run_tick(
         for handled in report.handled:
             tick.stores.intents.clear(handled.name)
     tick.stores.writer.drain()  # renders on disk before the GC looks
-    # A status file that could not be read may refer to renders nobody else knows of
-    # (its last healthy one): no garbage collection until it is readable or rewritten.
-    unknown = tick.status_store.unreadable - {h.name for h in report.handled}
-    if any(h.outcome.persisted for h in report.handled) and not unknown:
-        tick.stores.renders.gc(referenced_renders(tick))
-    if any(h.commit for h in report.handled):
-        report.push_warning = tick.status_store.push().warning
+    if shard is None:
+        report.push_warning = _finish(
+            tick,
+            {h.name for h in report.handled},
+            any(h.outcome.persisted for h in report.handled),
+            any(h.commit for h in report.handled),
+        )
     tick.close()
     return report
+
+
+def _finish(tick: Tick, handled: Set[str], persisted: bool, committed: bool) -> str | None:
+    """The end of a tick, once its statuses are committed: the render garbage collection
+    (when a render was stored) and the push (when a status was committed); the push's
+    warning."""
+    # A status file that could not be read may refer to renders nobody else knows of
+    # (its last healthy one): no garbage collection until it is readable or rewritten.
+    unknown = tick.status_store.unreadable - handled
+    if persisted and not unknown:
+        tick.stores.renders.gc(referenced_renders(tick))
+    return tick.status_store.push().warning if committed else None
+
+
+def finish_tick(
+    repo: Path, state_dir: Path, now: datetime, handled: Set[str], persisted: bool, committed: bool
+) -> str | None:
+    """:func:`_finish` for a tick whose parts ran as shards, once all are done (the
+    statuses read again: the shards committed them)."""
+    tick = Tick.open(repo, state_dir, now)
+    try:
+        return _finish(tick, handled, persisted, committed)
+    finally:
+        tick.close()
 
 
 def referenced_renders(tick: Tick) -> set[str]:
