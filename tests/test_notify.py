@@ -569,3 +569,21 @@ def test_a_new_render_while_progressing_is_told_by_new_render_in_events_and_hist
     assert told[-1] == ("Progressing", "Progressing", "NewRender")
     logged = [(c.before, c.after, c.reason) for c in history.history(scenario.root, "web")]
     assert logged == told
+
+
+def test_an_outbox_that_leads_out_of_the_state_directory_is_one_line_and_never_written(
+    scenario: Scenario, receiver: Receiver, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    providers(scenario, "providers:\n" + generic(receiver))
+    scenario.commit({"alerts/all.yaml": alert_yaml("all", "hooks")})
+    scenario.app("web")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (scenario.state / "outbox").symlink_to(outside)
+    with caplog.at_level(logging.WARNING, logger="convoy_batch"):
+        assert scenario.reconcile(minutes=0).code == 0
+    assert list(outside.iterdir()) == []
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1
+    assert "outbox: a symlink leading out of" in errors[0]
+    assert scenario.status()["rollout"]["state"] == "Progressing"

@@ -30,6 +30,7 @@ from convoy_batch.statefiles import (
     DIR_MODE,
     Writer,
     atomic_write,
+    folder_problem,
     fsync_dir,
     os_problem,
     read_file,
@@ -117,14 +118,17 @@ class Outbox:
         new = [e for e in entries if not self._known(e.file_name)]
         if not new:
             return []
+        self._check_folder()
         writer = Writer()
         try:
             self.root.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
             for entry in new:
                 writer.write(self.root / entry.file_name, _json(entry.dump()))
-            writer.close()
-        except OSError as exc:
-            raise StateFailed(os_problem(self.root, exc)) from None
+        finally:
+            try:
+                writer.close()  # every write landed (fsynced), or the first failure
+            except OSError as exc:
+                raise StateFailed(os_problem(self.root, exc)) from None
         return new
 
     def pending(self) -> list[Entry]:
@@ -177,7 +181,15 @@ class Outbox:
     def _read(self, path: Path) -> bytes | None:
         return read_file(path, self._state)
 
+    def _check_folder(self) -> None:
+        """StateFailed when ``outbox`` is a file, or a symlink leading out of the state
+        directory: nothing is written through it."""
+        problem = folder_problem(self.root, self._state)
+        if problem is not None:
+            raise StateFailed(problem)
+
     def _write(self, path: Path, data: object, *, durable: bool) -> None:
+        self._check_folder()
         try:
             atomic_write(path, _json(data), durable=durable, root=self._state)
         except OSError as exc:
