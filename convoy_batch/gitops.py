@@ -50,7 +50,7 @@ class GitOpsSnapshot:
 
 
 @dataclass(frozen=True)
-class _Loaded:
+class Loaded:
     """One object file: its model, or the error that stopped it."""
 
     name: str
@@ -98,13 +98,13 @@ class GitOpsRepo:
         head = self.repo.head
         commit = self.commit(revision)
         releases: dict[str, ReleaseEntry] = {}
-        for item in _claim(_load_dir(commit.tree, RELEASES_DIR, Release, cache)):
+        for item in load_objects(commit.tree, RELEASES_DIR, Release, cache):
             releases[item.name] = ReleaseEntry(
                 item.name, item.path, item.blob, item.model, item.error
             )
         clusters: dict[str, Cluster] = {}
         cluster_errors: dict[str, str] = {}
-        for item in _claim(_load_dir(commit.tree, CLUSTERS_DIR, Cluster, cache)):
+        for item in load_objects(commit.tree, CLUSTERS_DIR, Cluster, cache):
             if item.error is None:
                 clusters[item.name] = item.model
             else:
@@ -113,9 +113,18 @@ class GitOpsRepo:
         return GitOpsSnapshot(commit.hexsha, branch, releases, clusters, cluster_errors)
 
 
+def load_objects(
+    tree: git.Tree, directory: str, model: type[M], cache: ParseCache | None = None
+) -> list[Loaded]:
+    """Every object file of ``<directory>/`` in ``tree``, in path order, each holding its
+    model or a one-line error naming the file and the field; names are made distinct as
+    for Releases (see :func:`_claim`)."""
+    return _claim(_load_dir(tree, directory, model, cache))
+
+
 def _load_dir(
     tree: git.Tree, directory: str, model: type[M], cache: ParseCache | None
-) -> list[_Loaded]:
+) -> list[Loaded]:
     """Every ``<directory>/*.yaml|yml`` blob of ``tree`` (not recursive), sorted by path."""
     try:
         folder = tree / directory
@@ -139,24 +148,24 @@ def _document(blob: git.Blob, cache: ParseCache | None) -> Any:
     return data
 
 
-def _load_file(blob: git.Blob, model: type[M], cache: ParseCache | None) -> _Loaded:
+def _load_file(blob: git.Blob, model: type[M], cache: ParseCache | None) -> Loaded:
     path = str(blob.path)
     stem = PurePosixPath(path).stem
     if blob.mode == blob.link_mode:
-        return _Loaded(stem, path, blob.hexsha, None, f"{path}: a symlink, not a file")
+        return Loaded(stem, path, blob.hexsha, None, f"{path}: a symlink, not a file")
     try:
         data = _document(blob, cache)
     except ValueError as exc:
-        return _Loaded(stem, path, blob.hexsha, None, str(exc))
+        return Loaded(stem, path, blob.hexsha, None, str(exc))
     name = _readable_name(data) or stem
     try:
         parsed = parse_model(model, data, path)
     except ValueError as exc:
-        return _Loaded(name, path, blob.hexsha, None, str(exc))
+        return Loaded(name, path, blob.hexsha, None, str(exc))
     if parsed.metadata.name != stem:  # type: ignore[attr-defined]
         error = f"{path}: metadata.name: {name!r} does not match the file name {stem!r}"
-        return _Loaded(name, path, blob.hexsha, None, error)
-    return _Loaded(name, path, blob.hexsha, parsed, None)
+        return Loaded(name, path, blob.hexsha, None, error)
+    return Loaded(name, path, blob.hexsha, parsed, None)
 
 
 def _single_document(raw: bytes, path: str) -> Any:
@@ -185,7 +194,7 @@ def _readable_name(data: dict[str, Any]) -> str | None:
         return None
 
 
-def _claim(items: list[_Loaded]) -> list[_Loaded]:
+def _claim(items: list[Loaded]) -> list[Loaded]:
     """Give each file a distinct name (decided): valid files claim their name first, in
     path order; a later file claiming a taken name becomes an error and is keyed by its
     file name (``web.yml``), which is distinct within the directory."""

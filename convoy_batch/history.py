@@ -11,7 +11,7 @@ from typing import Any
 import git
 
 from convoy_batch.errors import UsageError
-from convoy_batch.models import ReleaseStatus
+from convoy_batch.models import ReleaseStatus, Rollout
 from convoy_batch.status_yaml import parse_status
 from convoy_batch.timefmt import format_time
 
@@ -40,13 +40,31 @@ class Change:
         }
 
 
-def _state(status: ReleaseStatus | None) -> str:
+def state_of(status: ReleaseStatus | None) -> str:
+    """The rollout state; ``none`` without a status file, ``-`` without a rollout."""
     if status is None:
         return "none"
     return status.rollout.state.value if status.rollout is not None else "-"
 
 
-def _latest(status: ReleaseStatus | None) -> datetime | None:
+def transition(before: ReleaseStatus | None, after: ReleaseStatus | None) -> tuple[str, str, str]:
+    """(old state, new state, reason) of one status change: a transition (a new state,
+    or a new render, as in the commit message) is told by the rollout's reason, anything
+    else by the attempt's."""
+    old, new = state_of(before), state_of(after)
+    rollout = after.rollout if after is not None else None
+    prior = before.rollout if before is not None else None
+    if rollout is not None and (prior is None or _moved(prior, rollout)):
+        return old, new, rollout.reason
+    attempt = after.last_attempted if after is not None else None
+    return old, new, attempt.reason if attempt else "-"
+
+
+def _moved(prior: Rollout, rollout: Rollout) -> bool:
+    return prior.state != rollout.state or prior.render_ref != rollout.render_ref
+
+
+def written_at(status: ReleaseStatus | None) -> datetime | None:
     """The tick that wrote ``status``: its latest time (attempt, transition, rollout)."""
     if status is None:
         return None
@@ -81,13 +99,8 @@ def history(repo_path: Any, name: str) -> list[Change]:
         after = _status_at(commit, path)
         before = _status_at(commit.parents[0], path) if commit.parents else None
         attempt = after.last_attempted if after is not None else None
-        old, new = _state(before), _state(after)
-        # A transition is told by the rollout's reason, anything else by the attempt's.
-        if old != new and after is not None and after.rollout is not None:
-            reason = after.rollout.reason
-        else:
-            reason = attempt.reason if attempt else "-"
-        when = _latest(after) or commit.committed_datetime
+        old, new, reason = transition(before, after)
+        when = written_at(after) or commit.committed_datetime
         changes.append(
             Change(
                 commit=commit.hexsha,

@@ -1,5 +1,5 @@
 """A tick over many Releases: observe, pick the due ones, reconcile each under its lock,
-commit changed statuses, garbage-collect renders once, push once.
+commit changed statuses, garbage-collect renders once, push once, then notify.
 
 This is the library call that the CLI and the Dagster assets both make. Does I/O.
 """
@@ -29,6 +29,7 @@ from convoy_batch.gitops import ReleaseEntry
 from convoy_batch.hints import TickRecord
 from convoy_batch.intents import Intent, Step
 from convoy_batch.models import Cluster, Release, ReleaseInventory, ReleaseStatus, RolloutState
+from convoy_batch.notify import Notifier
 from convoy_batch.observer import observe
 from convoy_batch.reasons import Reason
 from convoy_batch.reconcile import (
@@ -432,6 +433,8 @@ def _run_tick(
     entries = select(tick, names)
     if shard is not None:
         entries = [e for e in entries if e.name in shard]
+    # The events of this tick's status commits (a shard's are its caller's to deliver).
+    notifier = Notifier.open(tick) if shard is None else None
     report = TickReport()
     with tick.status_store.batch():
         _reconcile_due(tick, entries, names, all_releases, observe_first, report)
@@ -447,6 +450,8 @@ def _run_tick(
             any(h.outcome.persisted for h in report.handled),
             any(h.commit for h in report.handled),
         )
+    if notifier is not None:  # the events of the status commits, now they have landed
+        notifier.deliver()
     tick.close()
     return report
 

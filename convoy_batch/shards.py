@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from convoy_batch.notify.notifier import Notifier
 from convoy_batch.reconcile import describe
 from convoy_batch.runner import (
     TickReport,
@@ -165,10 +166,31 @@ def run_sharded(
     Releases in the order a single tick reports them."""
     tick = Tick.open(repo, state_dir, now)
     try:
-        waves = plan_shards(tick, names)
-        order = {e.name: i for i, e in enumerate(select(tick, names))}
+        # Opened before the shards commit, so that their commits are its events.
+        notifier = Notifier.open(tick)
+        summary = _run_waves(tick, jobs, names, all_releases, forced, observe_first)
+        handled = {row["name"] for row in summary.rows}
+        warning = finish_tick(repo, state_dir, now, handled, summary.persisted, summary.committed)
+        if warning:
+            summary.problems.append(f"warning: {warning}")
+        if notifier is not None:
+            notifier.deliver()
+        return summary
     finally:
         tick.close()
+
+
+def _run_waves(
+    tick: Tick,
+    jobs: int,
+    names: Sequence[str],
+    all_releases: bool,
+    forced: Set[str],
+    observe_first: bool,
+) -> Summary:
+    waves = plan_shards(tick, names)
+    order = {e.name: i for i, e in enumerate(select(tick, names))}
+    repo, state_dir, now = tick.repo.path, tick.stores.state_dir, tick.now
     parts: list[Summary] = []
     widest = max((len(w) for w in waves), default=1)
     context = multiprocessing.get_context("spawn")  # no fork of a process with threads
@@ -191,12 +213,7 @@ def run_sharded(
                 for shard in wave
             ]
             parts.extend(pool.map(_run_part, work))
-    summary = _merge(parts, order)
-    handled = {row["name"] for row in summary.rows}
-    warning = finish_tick(repo, state_dir, now, handled, summary.persisted, summary.committed)
-    if warning:
-        summary.problems.append(f"warning: {warning}")
-    return summary
+    return _merge(parts, order)
 
 
 def _merge(parts: Sequence[Summary], order: dict[str, int]) -> Summary:

@@ -361,7 +361,7 @@ class _Flat:
 
 _Files = tuple[tuple[str, git.Blob], ...]
 
-CONTROL_FOLDERS = ("clusters/", "releases/", "status/")
+CONTROL_FOLDERS = ("alerts/", "clusters/", "releases/", "status/")
 """Folders of the GitOps repository that a renderer neither reads nor is keyed on: a
 status commit does not make every rendered Release render again."""
 

@@ -74,7 +74,7 @@ def check_file_name(name: str) -> str:
     return name
 
 
-STORE_FOLDERS = ("locks", "renders", "inventory", "cache", "intents")
+STORE_FOLDERS = ("locks", "renders", "inventory", "cache", "intents", "outbox")
 """The folders of the state directory a tick writes to, besides the directory itself
 (``ticks.json``) and the directory clusters (which check their own folders)."""
 
@@ -339,8 +339,8 @@ class LockBusy(Exception):
 
 class Locks:
     """``<state>/locks/``: every cross-process file lock of convoy-batch, one per Release,
-    one for shared state files, one for the repo, one per source cache. A lock file that
-    cannot be opened is StateFailed (one line)."""
+    one for shared state files, one for the repo, one for the outbox, one per source
+    cache. A lock file that cannot be opened is StateFailed (one line)."""
 
     def __init__(self, state_dir: Path) -> None:
         self.root = Path(state_dir) / "locks"
@@ -362,6 +362,12 @@ class Locks:
     def repo(self, timeout: float = 60) -> Iterator[None]:
         """Hold the lock that serialises commits and pushes to the GitOps repository."""
         with self._hold("repo.lock", timeout):
+            yield
+
+    @contextlib.contextmanager
+    def outbox(self, timeout: float = 0) -> Iterator[None]:
+        """Hold the lock of the notification outbox (one process fills and sends it)."""
+        with self._hold("outbox.lock", timeout):
             yield
 
     @contextlib.contextmanager

@@ -46,7 +46,12 @@ def outcome(scenario: Scenario) -> dict[str, object]:
 
 
 @pytest.fixture
-def two(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Scenario, Scenario]:
+def two(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> tuple[Scenario, Scenario]:
+    """Two repositories with the same commits (the same dates: the same SHAs)."""
+    for variable in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):
+        monkeypatch.setenv(variable, "1764414000 +0000")
     return Scenario(tmp_path / "one", capsys), Scenario(tmp_path / "sharded", capsys)
 
 

@@ -17,16 +17,15 @@ of a fresh export, with a minimal environment (``CONVOY_RELEASE``, ``CONVOY_CLUS
 
 import hashlib
 import json
-import os
 import re
 from datetime import timedelta
 from pathlib import Path
 
 from pydantic import Field
 
-from convoy_batch import yamlload
 from convoy_batch.errors import RenderFailed
-from convoy_batch.models import CommandRender, Duration, Model, parse_model
+from convoy_batch.models import CommandRender, Duration, Model
+from convoy_batch.operator_files import operator_path, read_operator_file
 from convoy_batch.renderers import process
 from convoy_batch.renderers.job import Job
 from convoy_batch.source import SourceFile
@@ -45,32 +44,17 @@ class RenderersFile(Model):
     renderers: dict[str, Definition] = Field(default_factory=dict)
 
 
-_loaded: dict[str, tuple[tuple[int, int], RenderersFile]] = {}
-
-
 def definitions_path(state_dir: Path) -> Path:
-    named = os.environ.get(FILE_ENV)
-    return Path(named) if named else state_dir / FILE_NAME
+    return operator_path(state_dir, FILE_ENV, FILE_NAME)
 
 
 def _definitions(state_dir: Path) -> tuple[Path, RenderersFile | None]:
-    """The operator's file, read again only when its size or time changed."""
+    """The operator's file (read again only when its size or time changed)."""
     path = definitions_path(state_dir)
     try:
-        st = path.stat()
-    except OSError:
-        return path, None
-    stamp = (st.st_size, st.st_mtime_ns)
-    cached = _loaded.get(str(path))
-    if cached is None or cached[0] != stamp:
-        try:
-            docs = yamlload.documents(path.read_text(encoding="utf-8"), str(path))
-            data = docs[0].value if docs else {}
-            cached = (stamp, parse_model(RenderersFile, data, str(path)))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise RenderFailed(f"Command renderers: {exc}") from None
-        _loaded[str(path)] = cached
-    return path, cached[1]
+        return path, read_operator_file(path, RenderersFile)
+    except ValueError as exc:
+        raise RenderFailed(f"Command renderers: {exc}") from None
 
 
 def _definition(spec: CommandRender, state_dir: Path) -> Definition:
