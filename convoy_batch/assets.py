@@ -8,6 +8,13 @@
   whose status changed (and was committed), with the outcome, the previous and new state
   and the commit as metadata: a Release's events read like ``git log --
   status/<name>.yaml``. Releases nothing happened to get one summary line, no event.
+- ``release``'s asset check ``state`` (one result per partition): each materialization is
+  followed by the Release's state at a glance (:mod:`convoy_batch.glance`): passed,
+  failed (ERROR severity), or pending (a WARN result that judges no materialization, so
+  Dagster counts the partition as neither passed nor failed).
+- A run in which a Release errored, rolled back or failed, or whose status commits were
+  not written, fails once its events are recorded (``dagster.Failure``): run-failure
+  sensors and alerts see it without reading metadata.
 
 Configuration is the ``convoy`` resource (:class:`ConvoyResource`). No
 ``from __future__ import annotations`` here: Dagster reads the context annotations.
@@ -15,13 +22,22 @@ Does I/O through the library.
 """
 
 import os
-from collections.abc import Mapping, Sequence, Set
+import warnings
+from collections.abc import Iterator, Mapping, Sequence, Set
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
+# Not exported by dagster 1.13, but the only way to say which materialization a check
+# result logged from an op judges (Dagster counts a partition's check only when its result
+# targets the partition's latest materialization).
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData,
+)
+
+from convoy_batch.glance import Glance, alarm, glance, headline
 from convoy_batch.reconcile import Handled
 from convoy_batch.runner import TickReport, run_tick
 from convoy_batch.tick import default_state_dir
@@ -34,6 +50,25 @@ POOL = "convoy"
 """Dagster concurrency pool of every op that reconciles: limit 1 in dagster.yaml, so no
 two runs reconcile or commit at once (the library's file locks hold without Dagster)."""
 AUTOMATION_TAGS = ("dagster/schedule_name", "dagster/sensor_name")
+STATE_CHECK = "state"
+
+
+def _state_check() -> dg.AssetCheckSpec:
+    # A check with partitions is a preview in dagster 1.13 and warns when the spec is made,
+    # on every load of the definitions: said once in the README's decisions instead.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+        return dg.AssetCheckSpec(
+            STATE_CHECK,
+            asset=RELEASE_KEY,
+            partitions_def=RELEASES,
+            description="The Release at a glance: passed when Succeeded or in sync, failed "
+            "when RolledBack, Failed or in error, pending (a warning) while Progressing "
+            "or waiting.",
+        )
+
+
+STATE_CHECK_SPEC = _state_check()
 
 
 class ConvoyResource(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -121,19 +156,36 @@ def _log_outcome(log: Any, handled: Handled) -> None:
         log.info(line)
 
 
-@dg.asset(
-    key=RELEASE_KEY,
+@dg.multi_asset(
+    name="release",
+    specs=[
+        dg.AssetSpec(
+            RELEASE_KEY,
+            kinds={"git"},
+            description="One Release of the GitOps repository; materializing it by hand "
+            "forces a sync.",
+        )
+    ],
+    check_specs=[STATE_CHECK_SPEC],
+    # The check's result is logged as an event after the materialization (see
+    # ``state_evaluations``), not returned: subsettable outputs are optional.
+    can_subset=True,
     partitions_def=RELEASES,
     pool=POOL,
-    kinds={"git"},
-    description="One Release of the GitOps repository; materializing it by hand forces a sync.",
 )
-def release(context: dg.AssetExecutionContext, convoy: ConvoyResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
+def release(
+    context: dg.AssetExecutionContext,
+    convoy: ConvoyResource,
+) -> Iterator[dg.MaterializeResult]:  # type: ignore[type-arg]
     name = context.partition_key
     forced = frozenset({name}) if is_forced(context.run.tags) else frozenset()
-    handled = _one(convoy.tick([name], forced=forced), name)
+    report = convoy.tick([name], forced=forced)
+    handled = _one(report, name)
     _log_outcome(context.log, handled)
-    return dg.MaterializeResult(metadata={**outcome_metadata(handled), "forced": bool(forced)})
+    metadata = {**outcome_metadata(handled), "forced": bool(forced)}
+    yield dg.MaterializeResult(asset_key=RELEASE_KEY, metadata=metadata)
+    log_checks(context.op_execution_context, [handled])
+    fail_on_alarms(report)
 
 
 class TickConfig(dg.Config):
@@ -165,8 +217,10 @@ def record(context: dg.OpExecutionContext, report: TickReport) -> None:
                 asset_key=RELEASE_KEY,
                 partition=handled.name,
                 metadata=outcome_metadata(handled),
+                description=headline(handled.status),
             )
         )
+    log_checks(context, changed)
     quiet = len(report.handled) - len(changed)
     if quiet or report.skipped:
         context.log.info(f"unchanged: {quiet} Release(s) reconciled, {len(report.skipped)} not due")
@@ -176,13 +230,77 @@ def record(context: dg.OpExecutionContext, report: TickReport) -> None:
         context.log.warning(report.push_warning)
 
 
+def log_checks(context: dg.OpExecutionContext, changed: Sequence[Handled]) -> None:
+    """Log the ``state`` check results of ``changed`` (after their materializations)."""
+    for evaluation in state_evaluations(context.instance, changed):
+        # log_event takes a check result (its type hint lags behind its body in 1.13).
+        context.log_event(evaluation)  # type: ignore[arg-type]
+
+
+def state_evaluations(
+    instance: dg.DagsterInstance, changed: Sequence[Handled]
+) -> list[dg.AssetCheckEvaluation]:
+    """The ``state`` check result of each Release in ``changed``, to log after its
+    materialization. Passed and failed judge that materialization (read back in one query:
+    the latest of each partition, which no other run writes meanwhile: pool ``convoy``);
+    pending judges none, so the partition's check reads as not evaluated, neither passed
+    nor failed, while its latest result (the warning) says why."""
+    judged = [h.name for h in changed if glance(h.status) is not Glance.PENDING]
+    targets: dict[str, AssetCheckEvaluationTargetMaterializationData] = {}
+    if judged:
+        found = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=RELEASE_KEY, asset_partitions=judged),
+            limit=len(judged),
+        )
+        for rec in found.records:
+            if rec.partition_key is not None and rec.partition_key not in targets:
+                targets[rec.partition_key] = AssetCheckEvaluationTargetMaterializationData(
+                    run_id=rec.run_id, storage_id=rec.storage_id, timestamp=rec.timestamp
+                )
+    return [_evaluation(h, targets.get(h.name)) for h in changed]
+
+
+def _evaluation(
+    handled: Handled, target: AssetCheckEvaluationTargetMaterializationData | None
+) -> dg.AssetCheckEvaluation:
+    verdict = glance(handled.status)
+    pending = verdict is Glance.PENDING
+    return dg.AssetCheckEvaluation(
+        asset_key=RELEASE_KEY,
+        check_name=STATE_CHECK,
+        partition=handled.name,
+        passed=verdict is Glance.PASSED,
+        severity=dg.AssetCheckSeverity.WARN if pending else dg.AssetCheckSeverity.ERROR,
+        description=headline(handled.status),
+        metadata={"glance": verdict.value, **outcome_metadata(handled)},
+        target_materialization_data=None if pending else target,
+    )
+
+
+def fail_on_alarms(report: TickReport) -> None:
+    """Fail the step (and so the run) when a Release errored, rolled back or failed in
+    it, or the status commits were not written; called once every event is recorded."""
+    alarms = {
+        h.name: why
+        for h in report.handled
+        if (why := alarm(h.prior, h.status, errored=h.outcome.is_error))
+    }
+    lines = [f"{name}: {why}" for name, why in alarms.items()]
+    if report.commit_error:
+        lines.append(report.commit_error)
+    if lines:
+        raise dg.Failure(description="; ".join(lines), metadata={"releases": sorted(alarms)})
+
+
 @dg.op(pool=POOL)
 def reconcile_tick(
     context: dg.OpExecutionContext, config: TickConfig, convoy: ConvoyResource
 ) -> None:
-    """Observe, then reconcile the Releases the config selects, in this one run."""
+    """Observe, then reconcile the Releases the config selects, in this one run; the run
+    fails (after recording) when a Release errored or rolled back in it."""
     report = convoy.tick(config.names, all_releases=config.all_releases)
     record(context, report)
+    fail_on_alarms(report)
 
 
 TICK_TAGS = {"convoy/tick": "true"}

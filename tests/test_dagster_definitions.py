@@ -302,6 +302,57 @@ def test_a_manual_materialization_is_a_forced_sync(example: Example) -> None:
     assert found["reason"] == "Synced"
 
 
+def test_a_forced_sync_records_the_release_s_state_check_after_it(example: Example) -> None:
+    example.instance.add_dynamic_partitions("releases", ["reports"])
+    result = dg.materialize(
+        [release],
+        partition_key="reports",
+        instance=example.instance,
+        resources={"convoy": example.resource()},
+    )
+
+    (check,) = result.get_asset_check_evaluations()
+    # Synced, rolling out: pending, a warning that judges no materialization.
+    assert (check.partition, check.passed) == ("reports", False)
+    assert check.severity is dg.AssetCheckSeverity.WARN
+    assert check.target_materialization_data is None
+    assert check.description == "Progressing (NewRender): Synced: 1 objects applied"
+
+
+def test_a_forced_sync_that_errors_records_its_events_then_fails_its_run(
+    example: Example,
+) -> None:
+    broken = release_yaml("broken").replace("cluster: staging", "cluster: nowhere")
+    commit_files(example.repo, {"releases/broken.yaml": broken})
+    example.instance.add_dynamic_partitions("releases", ["broken"])
+    result = dg.materialize(
+        [release],
+        partition_key="broken",
+        instance=example.instance,
+        resources={"convoy": example.resource()},
+        raise_on_error=False,
+    )
+
+    # Read from the instance: the events the UI shows, stored before the step failed.
+    events = [e.dagster_event for e in example.instance.all_logs(result.run_id)]
+    (mat,) = [
+        e.step_materialization_data.materialization
+        for e in events
+        if e and e.is_step_materialization
+    ]
+    (check,) = [
+        e.asset_check_evaluation_data
+        for e in events
+        if e and e.event_type_value == "ASSET_CHECK_EVALUATION"
+    ]
+    (failure,) = result.get_step_failure_events()
+    assert not result.success
+    assert mat.metadata["reason"].value == "ClusterNotFound"
+    assert (check.passed, check.severity) == (False, dg.AssetCheckSeverity.ERROR)
+    assert check.target_materialization_data is not None
+    assert "broken: never rolled out: ClusterNotFound: " in str(failure.step_failure_data.error)
+
+
 def test_a_scheduled_materialization_is_not_a_forced_sync(example: Example) -> None:
     found = materialize_reports(example, {"dagster/schedule_name": "convoy_tick"})
 

@@ -1,0 +1,72 @@
+"""How a Release reads at a glance: passed, pending or failed, and the one line that says
+why. The Dagster layer colours each Release with it (its asset check) and fails a run on
+the Releases that :func:`alarm` names.
+
+Pure: a function of statuses, no I/O.
+"""
+
+from enum import StrEnum
+
+from convoy_batch.models import ReleaseStatus, RolloutState
+from convoy_batch.reasons import ERROR_REASONS, Reason
+
+
+class Glance(StrEnum):
+    PASSED = "passed"
+    """Succeeded, or in sync."""
+    PENDING = "pending"
+    """Progressing, or waiting on a gate (a wave's health, a forced sync, a cluster wave)."""
+    FAILED = "failed"
+    """RolledBack, Failed, or an error."""
+
+
+STOPPED = frozenset({RolloutState.ROLLED_BACK, RolloutState.FAILED})
+WAITING = frozenset(
+    {
+        Reason.WAITING_FOR_WAVE_HEALTH,
+        Reason.WAITING_FOR_MANUAL_SYNC,
+        Reason.WAITING_FOR_CLUSTER_WAVE,
+    }
+)
+"""Outcome reasons of a gate that holds the sync: the Release waits (a wave timeout is not
+waiting: it rolls back or fails)."""
+
+
+def glance(status: ReleaseStatus) -> Glance:
+    """In this order: an error or a stopped rollout is failed; a succeeded rollout that
+    waits for nothing is passed; anything else (Progressing, waiting, never rolled out)
+    is pending."""
+    attempt, rollout = status.last_attempted, status.rollout
+    reason = attempt.reason if attempt else None
+    if reason in ERROR_REASONS or (rollout is not None and rollout.state in STOPPED):
+        return Glance.FAILED
+    if rollout is not None and rollout.state is RolloutState.SUCCEEDED and reason not in WAITING:
+        return Glance.PASSED
+    return Glance.PENDING
+
+
+def headline(status: ReleaseStatus) -> str:
+    """State, reason and message in one line: ``RolledBack (Unhealthy): <message>``, with
+    the outcome's reason when it is not the rollout's (``Progressing (NewRender):
+    WaitingForManualSync: <message>``)."""
+    attempt, rollout = status.last_attempted, status.rollout
+    parts = [f"{rollout.state} ({rollout.reason})" if rollout else "never rolled out"]
+    if attempt is not None and (rollout is None or attempt.reason != rollout.state):
+        parts.append(attempt.reason)
+    message = attempt.message if attempt else ""
+    if message:
+        parts.append(message)
+    return ": ".join(parts)
+
+
+def alarm(prior: ReleaseStatus, status: ReleaseStatus, *, errored: bool) -> str | None:
+    """Why a reconcile is a failure its runner should signal: an error (every time one is
+    seen, as the command line's exit status), or a rollout it rolled back or failed (only
+    in the reconcile that made the transition). None otherwise."""
+    if errored:
+        return headline(status)
+    state = status.rollout.state if status.rollout else None
+    before = prior.rollout.state if prior.rollout else None
+    if state in STOPPED and state != before:
+        return headline(status)
+    return None
