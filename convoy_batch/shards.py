@@ -1,9 +1,10 @@
 """A tick run by several processes: one shard per Cluster, cluster wave by cluster wave.
 
 A tick of a fleet is CPU work in Python (parsing, rendering, comparing), which one process
-does on one core. :func:`run_sharded` splits it by Cluster: the shards of one cluster wave
-run side by side in worker processes (at most ``jobs``), and a wave starts once the lower
-waves are done and committed, so the convoy gate reads finished statuses. Each shard is a
+does on one core. :func:`run_sharded` splits it by Cluster: the Clusters of one cluster
+wave are dealt into at most ``jobs`` shards that run side by side in worker processes, and
+a wave starts once the lower waves are done and committed, so the convoy gate reads
+finished statuses. Each shard is a
 tick of its own Releases (:func:`convoy_batch.runner.run_tick` with ``shard``): it holds
 their locks, writes their write-ahead records and commits their statuses under the
 repository lock, as any tick does, so every rule of a single tick holds. The render
@@ -100,21 +101,31 @@ def _row(h: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Shard:
-    """The Releases of one Cluster (``""``: those whose Cluster is missing or unknown)."""
+    """The Releases of some Clusters of one wave (``""``: Releases whose Cluster is
+    missing or unknown)."""
 
-    cluster: str
+    clusters: tuple[str, ...]
     releases: frozenset[str]
 
 
-def plan_shards(tick: Tick, names: Sequence[str] = ()) -> list[list[Shard]]:
-    """The shards of a tick, grouped by cluster wave, lowest first."""
+def plan_shards(tick: Tick, jobs: int, names: Sequence[str] = ()) -> list[list[Shard]]:
+    """The shards of a tick, grouped by cluster wave, lowest first: at most ``jobs`` per
+    wave, each a whole number of Clusters, as even in Releases as a greedy fill makes
+    them (the largest Cluster into the lightest shard). One shard per worker and wave,
+    not one per Cluster: each shard opens the tick once (reads the repository's Releases
+    and statuses), which a fleet of small Clusters would otherwise pay again and again."""
     waves = []
     for group in by_cluster_wave(tick, select(tick, names)):
         clusters: dict[str, set[str]] = {}
         for entry in group:
             cluster = cluster_of(tick, entry)
             clusters.setdefault(cluster.name if cluster else "", set()).add(entry.name)
-        waves.append([Shard(c, frozenset(r)) for c, r in sorted(clusters.items())])
+        bins: list[tuple[list[str], set[str]]] = [([], set()) for _ in range(jobs)]
+        for name, releases in sorted(clusters.items(), key=lambda c: (-len(c[1]), c[0])):
+            lightest = min(bins, key=lambda b: len(b[1]))
+            lightest[0].append(name)
+            lightest[1].update(releases)
+        waves.append([Shard(tuple(sorted(c)), frozenset(r)) for c, r in bins if r])
     return waves
 
 
@@ -188,7 +199,7 @@ def _run_waves(
     forced: Set[str],
     observe_first: bool,
 ) -> Summary:
-    waves = plan_shards(tick, names)
+    waves = plan_shards(tick, jobs, names)
     order = {e.name: i for i, e in enumerate(select(tick, names))}
     repo, state_dir, now = tick.repo.path, tick.stores.state_dir, tick.now
     parts: list[Summary] = []

@@ -42,7 +42,7 @@ PROJECT = Path(__file__).resolve().parent.parent
 README = PROJECT / "README.md"
 FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
 UNTIL_STOPPED = "(until Ctrl-C)"
-LANGUAGES = {"sh", "yaml", ""}
+LANGUAGES = {"sh", "yaml", "graphql", ""}
 """``sh`` blocks are run; ``yaml`` and plain ones (the CLI's synopsis, the layout) are not
 commands. A ``bash``, ``shell`` or ``console`` block would be missed: refused."""
 EXAMPLE_REPO = Path(".convoy/example/repo")
