@@ -43,8 +43,9 @@ README = PROJECT / "README.md"
 FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
 UNTIL_STOPPED = "(until Ctrl-C)"
 LANGUAGES = {"sh", "yaml", "graphql", ""}
-"""``sh`` blocks are run; ``yaml`` and plain ones (the CLI's synopsis, the layout) are not
-commands. A ``bash``, ``shell`` or ``console`` block would be missed: refused."""
+"""``sh`` blocks are run; ``yaml``, ``graphql`` and plain ones (the CLI's synopsis, the layout,
+a query for the UI) are not commands. A ``bash``, ``shell`` or ``console`` block would be
+missed: refused."""
 EXAMPLE_REPO = Path(".convoy/example/repo")
 QUICK_TESTS = "-k test_timefmt -p no:cacheprovider"
 BANNER_URL = re.compile(r"Dagster UI: +http://127\.0\.0\.1:(\d+)")
