@@ -31,7 +31,7 @@ def _render_ref(live: Manifest | None) -> str | None:
 
 def assess(live: Manifest | None, now: datetime) -> Health:
     """The health record of one live object (None: not in the cluster)."""
-    state, message = health.compute(live)
+    state, message = health.compute(live, now)
     return Health(
         state=state,
         assessed_render_ref=_render_ref(live),

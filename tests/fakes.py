@@ -169,14 +169,18 @@ def statefulset_status_ready(replicas: int, revision: str = "web-1") -> dict[str
     }
 
 
-def daemonset_status_ready(pods: int) -> dict[str, Any]:
-    return {
-        "desiredNumberScheduled": pods,
-        "currentNumberScheduled": pods,
-        "updatedNumberScheduled": pods,
-        "numberAvailable": pods,
-        "numberReady": pods,
-    }
+def daemonset_status_ready(pods: int, generation: int = 1) -> dict[str, Any]:
+    """A DaemonSet whose every pod is scheduled, updated, available and ready."""
+    return observed(
+        {
+            "desiredNumberScheduled": pods,
+            "currentNumberScheduled": pods,
+            "updatedNumberScheduled": pods,
+            "numberAvailable": pods,
+            "numberReady": pods,
+        },
+        generation,
+    )
 
 
 def job_status_complete() -> dict[str, Any]:

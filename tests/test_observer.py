@@ -66,6 +66,29 @@ def test_observer_writes_health_with_the_render_ref_of_the_live_object(
     )
 
 
+def test_observer_measures_the_pod_scheduling_window_with_the_ticks_time(
+    cluster: DirectoryDeployer,
+) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "one", "namespace": "web"}}
+    cluster.apply([pod])
+    key = key_of(pod)
+    stored = cluster.get(key)
+    assert stored is not None
+    stored["metadata"]["creationTimestamp"] = "2026-11-29T11:59:50Z"  # 10s before NOW
+    stored["status"] = {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+    }
+    cluster.write(cluster.path_of(key), stored)
+
+    def state_at(now: datetime) -> HealthState | None:
+        (entry,) = observe(inventory_of(key), cluster, now).entries
+        return entry.health.state if entry.health else None
+
+    assert state_at(NOW) == HealthState.IN_PROGRESS
+    assert state_at(NOW.replace(second=5)) == HealthState.FAILED
+
+
 def test_observer_marks_a_missing_object_not_found_without_a_render_ref(
     cluster: DirectoryDeployer,
 ) -> None:

@@ -43,7 +43,8 @@ def simulated(tmp_path: Path, seconds: int) -> SimulatedDeployer:
 
 
 def state_at(tmp_path: Path, seconds: int) -> HealthState:
-    return health.compute(simulated(tmp_path, seconds).get(KEY))[0]
+    now = T0 + timedelta(seconds=seconds)
+    return health.compute(simulated(tmp_path, seconds).get(KEY), now)[0]
 
 
 @pytest.mark.parametrize(
