@@ -221,8 +221,9 @@ class KubernetesTarget(Model):
 
 
 class SimulatedController(Model):
-    """Opt-in, directory clusters only: plays the Deployment controller, which nothing
-    plays there otherwise (see :mod:`convoy_batch.deployers.simulated`)."""
+    """Opt-in, directory clusters only: plays the Deployment controller and establishes
+    CustomResourceDefinitions, which nothing does there otherwise (see
+    :mod:`convoy_batch.deployers.simulated`)."""
 
     ready_after: Duration = timedelta(seconds=20)
     """A newly applied Deployment generation reports all replicas available this long

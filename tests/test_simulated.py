@@ -99,6 +99,68 @@ def test_a_status_written_by_hand_is_left_to_the_user() -> None:
     assert finished_status(obj, SIM, T0 + timedelta(hours=1)) is None
 
 
+CRD_KEY = ObjectKey(
+    api_version="apiextensions.k8s.io/v1",
+    kind="CustomResourceDefinition",
+    name="widgets.example.com",
+)
+NAMES = {"plural": "widgets", "singular": "widget", "kind": "Widget"}
+
+
+def crd() -> dict[str, Any]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": NAMES},
+    }
+
+
+def conditions_of(obj: dict[str, Any] | None) -> dict[str, str]:
+    assert obj is not None
+    return {c["type"]: c["status"] for c in obj["status"]["conditions"]}
+
+
+def test_an_applied_crd_is_accepted_and_established_at_once(tmp_path: Path) -> None:
+    simulated(tmp_path, 0).apply([crd()])
+
+    stored = DirectoryDeployer(tmp_path).get(CRD_KEY)
+    assert conditions_of(stored) == {"NamesAccepted": "True", "Established": "True"}
+    assert stored is not None and stored["status"]["acceptedNames"] == NAMES
+    assert health.compute(stored, T0) == (
+        HealthState.CURRENT,
+        "CustomResourceDefinition: established",
+    )
+
+
+def test_without_simulate_an_applied_crd_waits_until_its_status_says_established(
+    tmp_path: Path,
+) -> None:
+    DirectoryDeployer(tmp_path).apply([crd()])
+
+    stored = DirectoryDeployer(tmp_path).get(CRD_KEY)
+    assert stored is not None and "status" not in stored
+    assert health.compute(stored, T0)[0] == HealthState.IN_PROGRESS
+
+
+def test_a_crd_status_written_by_hand_is_left_to_the_user(tmp_path: Path) -> None:
+    directory = DirectoryDeployer(tmp_path)
+    directory.apply([crd()])
+    refused = {"type": "NamesAccepted", "status": "False", "reason": "KindConflict"}
+    not_established = {"type": "Established", "status": "False", "reason": "NotAccepted"}
+    stored = directory.get(CRD_KEY)
+    assert stored is not None
+    directory.write(
+        directory.path_of(CRD_KEY), {**stored, "status": {"conditions": [refused, not_established]}}
+    )
+
+    simulated(tmp_path, 60).apply([crd()])
+
+    again = DirectoryDeployer(tmp_path).get(CRD_KEY)
+    assert conditions_of(again) == {"NamesAccepted": "False", "Established": "False"}
+    assert health.compute(again, T0)[0] == HealthState.FAILED
+
+
 CLUSTER = """\
 apiVersion: convoy.dev/v1alpha1
 kind: Cluster

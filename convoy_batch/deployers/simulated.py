@@ -1,6 +1,6 @@
-"""A simulated Deployment controller for directory clusters (opt-in: ``spec.simulate``).
+"""Simulated controllers for directory clusters (opt-in: ``spec.simulate``).
 
-On a directory cluster nothing plays the workloads' controllers, so a rollout would wait
+On a directory cluster nothing plays the cluster's controllers, so a rollout would wait
 for its deadline unless someone edits ``status`` by hand. A Cluster with ``spec.simulate``
 gets this wrapper around its :class:`DirectoryDeployer`:
 
@@ -10,13 +10,18 @@ gets this wrapper around its :class:`DirectoryDeployer`:
 - on ``get``, a Deployment in that starting status is reported finished once its delay
   has passed: ``readyAfter`` later every replica is available; ``failAfter`` later, when
   its pod template is annotated ``convoy.dev/simulate: fail``, it reports
-  ``ProgressDeadlineExceeded`` (health Failed).
+  ``ProgressDeadlineExceeded`` (health Failed);
+- on ``apply``, each CustomResourceDefinition whose status has no ``Established``
+  condition yet is accepted and established at once, as the API server's own
+  apiextensions controller does: ``NamesAccepted`` and ``Established`` True, and
+  ``acceptedNames`` the spec's names. A status written by hand (``Established`` False,
+  ``NamesAccepted`` False) is left as it is.
 
 Reads never write: what ``get`` reports is a function of the stored file and ``now``, so
 ``plan`` stays free of side effects. Writes the object files on apply (file I/O).
 """
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -33,6 +38,10 @@ STARTED = "SimulatedRollout"
 
 def _simulated(key: ObjectKey) -> bool:
     return key.group == "apps" and key.kind == "Deployment"
+
+
+def _is_crd(key: ObjectKey) -> bool:
+    return key.group == "apiextensions.k8s.io" and key.kind == "CustomResourceDefinition"
 
 
 def _generation(obj: Mapping[str, Any]) -> int:
@@ -111,8 +120,26 @@ def finished_status(
     }
 
 
+def established_status(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The status of a CRD the API server has accepted and serves; None when its status
+    already has an ``Established`` condition (its own, or one written by hand)."""
+    status = obj.get("status") or {}
+    conditions = status.get("conditions") or []
+    if any(isinstance(c, Mapping) and c.get("type") == "Established" for c in conditions):
+        return None
+    names = (obj.get("spec") or {}).get("names") or {}
+    return {
+        **status,
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts"},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted"},
+        ],
+        "acceptedNames": names,
+    }
+
+
 class SimulatedDeployer:
-    """A Deployer: the directory cluster plus a simulated Deployment controller."""
+    """A Deployer: the directory cluster plus simulated Deployment and CRD controllers."""
 
     def __init__(self, inner: DirectoryDeployer, sim: SimulatedController, now: datetime):
         self.inner = inner
@@ -126,12 +153,16 @@ class SimulatedDeployer:
         written = self.inner.apply(objects)
         for key in (key_of(obj) for obj in objects):
             if _simulated(key):
-                self._start(key)
+                self._write_status(key, lambda stored: started_status(stored, self.now))
+            elif _is_crd(key):
+                self._write_status(key, established_status)
         return written
 
-    def _start(self, key: ObjectKey) -> None:
+    def _write_status(
+        self, key: ObjectKey, new_status: Callable[[Manifest], dict[str, Any] | None]
+    ) -> None:
         stored = self.inner.get(key)
-        status = started_status(stored, self.now) if stored is not None else None
+        status = new_status(stored) if stored is not None else None
         if stored is not None and status is not None:
             try:
                 self.inner.write(self.inner.path_of(key), {**stored, "status": status})
