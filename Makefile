@@ -7,7 +7,7 @@ EXAMPLE := .convoy/example
 # make run's UI port: `make run PORT=3001` (or PORT in the environment).
 PORT ?= 3000
 
-.PHONY: run force test lint bench clean k8s-testenv crash-deps
+.PHONY: run force screenshot test lint bench clean k8s-testenv crash-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ force: $(STAMP)
 	CONVOY_REPO=$(CURDIR)/$(EXAMPLE)/repo CONVOY_STATE=$(CURDIR)/$(EXAMPLE) \
 	DAGSTER_HOME=$(CURDIR)/$(EXAMPLE)/dagster \
 	$(BIN)/dagster asset materialize -m convoy_batch.definitions --select release --partition $(RELEASE)
+
+# The README's picture of the Release view, taken again from the example by headless
+# Chromium (for the docs only: Debian's `apt-get install chromium`; never run by tests).
+screenshot: $(STAMP)
+	$(BIN)/python scripts/screenshot.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/tick.py
