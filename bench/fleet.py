@@ -53,8 +53,8 @@ def main() -> None:
                 report = run_tick(repo, state, now, all_releases=all_releases)
                 count = len(report.handled)
             else:
-                summary = run_sharded(repo, state, now, args.jobs, all_releases=all_releases)
-                count = len(summary.rows)
+                report = run_sharded(repo, state, now, args.jobs, all_releases=all_releases)
+                count = len(report.handled)
             workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
             return f"reconciled={count} worker-peak-MiB={workers // 1024}"
 

@@ -21,8 +21,9 @@ from convoy_batch import diff_report, history
 from convoy_batch.diff import diff_releases
 from convoy_batch.errors import ConvoyError, UsageError
 from convoy_batch.inspect import plan_release, status_rows
-from convoy_batch.runner import observe_release, run_tick, select
-from convoy_batch.shards import Summary, run_sharded
+from convoy_batch.reconcile import describe
+from convoy_batch.runner import TickReport, observe_release, run_tick, select
+from convoy_batch.shards import run_sharded
 from convoy_batch.tick import Tick, default_state_dir
 from convoy_batch.timefmt import parse_time
 
@@ -109,13 +110,39 @@ def cmd_reconcile(args: argparse.Namespace, repo: Path, state: Path, now: dateti
     forced = frozenset(args.names) if args.force else frozenset()
     options = {"all_releases": args.all, "forced": forced, "observe_first": not args.no_observe}
     if args.jobs > 1:
-        summary = run_sharded(repo, state, now, args.jobs, args.names, **options)
+        report = run_sharded(repo, state, now, args.jobs, args.names, **options)
     else:
-        summary = Summary.of(run_tick(repo, state, now, args.names, **options))
-    for line in summary.problems:
-        print(line, file=sys.stderr)
-    _emit(args, summary.rows, summary.lines)
-    return EXIT_ERRORS if summary.errored else EXIT_OK
+        report = run_tick(repo, state, now, args.names, **options)
+    for h in report.handled:
+        if h.outcome.is_error:
+            print(f"{h.name}: {h.outcome.reason}: {h.outcome.message}", file=sys.stderr)
+    if report.commit_error:
+        print(f"convoy-batch: {report.commit_error}", file=sys.stderr)
+    if report.push_warning:
+        print(f"warning: {report.push_warning}", file=sys.stderr)
+    lines = [describe(h) for h in report.handled]
+    lines += [f"{name}: skipped ({why})" for name, why in report.skipped.items()]
+    _emit(args, _report_rows(report), lines)
+    return EXIT_ERRORS if report.errored else EXIT_OK
+
+
+def _report_rows(report: TickReport) -> list[dict[str, Any]]:
+    rows = []
+    for h in report.handled:
+        o = h.outcome
+        rows.append(
+            {
+                "name": h.name,
+                "state": h.status.rollout.state.value if h.status.rollout else None,
+                "reason": o.reason.value,
+                "message": o.message,
+                "applied": o.applied,
+                "renderRef": o.render.ref if o.render else None,
+                "revision": o.render.revision if o.render else None,
+                "commit": h.commit,
+            }
+        )
+    return rows
 
 
 def cmd_observe(args: argparse.Namespace, repo: Path, state: Path, now: datetime) -> int:

@@ -9,7 +9,7 @@ status is assembled in ``sync_handler`` only.
 
 import logging
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from convoy_batch.deployers.base import Deployer
@@ -183,13 +183,24 @@ def reconcile(
 
 
 @dataclass(frozen=True)
+class Committed:
+    """A status commit once its batch is written: what its Future gives, as plain data
+    (a report that crosses a process boundary)."""
+
+    sha: str | None
+
+    def result(self) -> str | None:
+        return self.sha
+
+
+@dataclass(frozen=True)
 class Handled:
     """What ``sync_handler`` did with one outcome."""
 
     name: str
     outcome: Outcome
     status: ReleaseStatus
-    committed: "Future[str | None] | None"
+    committed: "Future[str | None] | Committed | None"
     """The status commit, made in the background during a tick."""
     prior: ReleaseStatus = field(default_factory=ReleaseStatus)
     """The status before this reconcile."""
@@ -203,6 +214,12 @@ class Handled:
     def commit(self) -> str | None:
         """The status commit's SHA (waits for it); None when nothing changed."""
         return self.committed.result() if self.committed is not None else None
+
+    def settled(self) -> "Handled":
+        """This outcome with its commit known (waits for it): plain data, picklable."""
+        if self.committed is None or isinstance(self.committed, Committed):
+            return self
+        return replace(self, committed=Committed(self.committed.result()))
 
 
 def attempt_healthy(

@@ -4,27 +4,26 @@ A tick of a fleet is CPU work in Python (parsing, rendering, comparing), which o
 does on one core. :func:`run_sharded` splits it by Cluster: the Clusters of one cluster
 wave are dealt into at most ``jobs`` shards that run side by side in worker processes, and
 a wave starts once the lower waves are done and committed, so the convoy gate reads
-finished statuses. Each shard is a
-tick of its own Releases (:func:`convoy_batch.runner.run_tick` with ``shard``): it holds
-their locks, writes their write-ahead records and commits their statuses under the
-repository lock, as any tick does, so every rule of a single tick holds. The render
-garbage collection and the push run once, after the last wave (:func:`finish_tick`).
+finished statuses. Each shard is a tick of its own Releases
+(:func:`convoy_batch.runner.run_tick` with ``shard``): it holds their locks, writes their
+write-ahead records and commits their statuses under the repository lock, as any tick
+does, so every rule of a single tick holds. The render garbage collection, the push and
+the notifications run once, after the last wave (:func:`finish_tick`).
 
-Also :class:`Summary`: a tick's report as plain data, what crosses the process boundary
-and what the CLI prints. Does I/O (processes, through the runner).
+A shard's report comes back to the parent as plain data (:meth:`Handled.settled`), so the
+CLI and the Dagster op report a sharded tick as they report one tick. Does I/O
+(processes, through the runner).
 """
 
 import logging
 import multiprocessing
 from collections.abc import Sequence, Set
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from convoy_batch.notify.notifier import Notifier
-from convoy_batch.reconcile import describe
 from convoy_batch.runner import (
     TickReport,
     by_cluster_wave,
@@ -36,67 +35,6 @@ from convoy_batch.runner import (
 from convoy_batch.tick import Tick
 
 log = logging.getLogger("convoy_batch")
-
-
-@dataclass(frozen=True)
-class Summary:
-    """What a tick did, as plain data: one row and one line per reconciled Release."""
-
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    """Per reconciled Release: name, state, reason, message, applied, renderRef,
-    revision, commit."""
-    described: dict[str, str] = field(default_factory=dict)
-    """Reconciled Release -> its line (``describe``)."""
-    skipped: dict[str, str] = field(default_factory=dict)
-    """Release not reconciled -> why."""
-    problems: list[str] = field(default_factory=list)
-    """Lines for stderr: each Release's error, a commit error, a push warning."""
-    errored: bool = False
-    committed: bool = False
-    """A status was committed (a push is due)."""
-    persisted: bool = False
-    """A render was stored (a garbage collection is due)."""
-
-    @property
-    def lines(self) -> list[str]:
-        """One line per reconciled Release, then one per skipped one."""
-        skipped = [f"{name}: skipped ({why})" for name, why in self.skipped.items()]
-        return [*self.described.values(), *skipped]
-
-    @classmethod
-    def of(cls, report: TickReport) -> "Summary":
-        problems = [
-            f"{h.name}: {h.outcome.reason}: {h.outcome.message}"
-            for h in report.handled
-            if h.outcome.is_error
-        ]
-        if report.commit_error:
-            problems.append(f"convoy-batch: {report.commit_error}")
-        if report.push_warning:
-            problems.append(f"warning: {report.push_warning}")
-        return cls(
-            rows=[_row(h) for h in report.handled],
-            described={h.name: describe(h) for h in report.handled},
-            skipped=dict(report.skipped),
-            problems=problems,
-            errored=report.errored,
-            committed=any(h.commit for h in report.handled),
-            persisted=any(h.outcome.persisted for h in report.handled),
-        )
-
-
-def _row(h: Any) -> dict[str, Any]:
-    o = h.outcome
-    return {
-        "name": h.name,
-        "state": h.status.rollout.state.value if h.status.rollout else None,
-        "reason": o.reason.value,
-        "message": o.message,
-        "applied": o.applied,
-        "renderRef": o.render.ref if o.render else None,
-        "revision": o.render.revision if o.render else None,
-        "commit": h.commit,
-    }
 
 
 @dataclass(frozen=True)
@@ -143,7 +81,7 @@ class _Part:
     releases: frozenset[str]
 
 
-def _run_part(part: _Part) -> Summary:
+def _run_part(part: _Part) -> TickReport:
     report = run_tick(
         part.repo,
         part.state_dir,
@@ -154,7 +92,8 @@ def _run_part(part: _Part) -> Summary:
         observe_first=part.observe_first,
         shard=part.releases,
     )
-    return Summary.of(report)
+    report.handled = [h.settled() for h in report.handled]  # sent back to the parent
+    return report
 
 
 def _log_like(level: int) -> None:
@@ -172,21 +111,25 @@ def run_sharded(
     all_releases: bool = False,
     forced: Set[str] = frozenset(),
     observe_first: bool = True,
-) -> Summary:
-    """One tick, its shards on up to ``jobs`` worker processes (see module doc); the
-    Releases in the order a single tick reports them."""
+) -> TickReport:
+    """One tick, its shards on up to ``jobs`` worker processes (see module doc): the
+    report of a single tick, the Releases in the order it gives them."""
     tick = Tick.open(repo, state_dir, now)
     try:
         # Opened before the shards commit, so that their commits are its events.
         notifier = Notifier.open(tick)
-        summary = _run_waves(tick, jobs, names, all_releases, forced, observe_first)
-        handled = {row["name"] for row in summary.rows}
-        warning = finish_tick(repo, state_dir, now, handled, summary.persisted, summary.committed)
-        if warning:
-            summary.problems.append(f"warning: {warning}")
+        report = _run_waves(tick, jobs, names, all_releases, forced, observe_first)
+        report.push_warning = finish_tick(
+            repo,
+            state_dir,
+            now,
+            {h.name for h in report.handled},
+            any(h.outcome.persisted for h in report.handled),
+            any(h.commit for h in report.handled),
+        )
         if notifier is not None:
             notifier.deliver()
-        return summary
+        return report
     finally:
         tick.close()
 
@@ -198,11 +141,11 @@ def _run_waves(
     all_releases: bool,
     forced: Set[str],
     observe_first: bool,
-) -> Summary:
+) -> TickReport:
     waves = plan_shards(tick, jobs, names)
     order = {e.name: i for i, e in enumerate(select(tick, names))}
     repo, state_dir, now = tick.repo.path, tick.stores.state_dir, tick.now
-    parts: list[Summary] = []
+    parts: list[TickReport] = []
     widest = max((len(w) for w in waves), default=1)
     context = multiprocessing.get_context("spawn")  # no fork of a process with threads
     level = logging.getLogger().getEffectiveLevel()
@@ -227,19 +170,12 @@ def _run_waves(
     return _merge(parts, order)
 
 
-def _merge(parts: Sequence[Summary], order: dict[str, int]) -> Summary:
-    """The parts as one summary, each Release where a single tick would report it."""
-
-    def ordered(items: Any) -> list[Any]:
-        return sorted(items, key=lambda item: order[item[0]])
-
-    rows = [r for p in parts for r in p.rows]
-    return Summary(
-        rows=sorted(rows, key=lambda r: order[r["name"]]),
-        described=dict(ordered(x for p in parts for x in p.described.items())),
-        skipped=dict(ordered(x for p in parts for x in p.skipped.items())),
-        problems=[line for p in parts for line in p.problems],
-        errored=any(p.errored for p in parts),
-        committed=any(p.committed for p in parts),
-        persisted=any(p.persisted for p in parts),
+def _merge(parts: Sequence[TickReport], order: dict[str, int]) -> TickReport:
+    """The parts as one report, each Release where a single tick would report it."""
+    skipped = sorted((x for p in parts for x in p.skipped.items()), key=lambda x: order[x[0]])
+    errors = [p.commit_error for p in parts if p.commit_error]
+    return TickReport(
+        handled=sorted((h for p in parts for h in p.handled), key=lambda h: order[h.name]),
+        skipped=dict(skipped),
+        commit_error="; ".join(errors) if errors else None,
     )
