@@ -11,6 +11,7 @@ from git import Repo
 
 from convoy_batch.errors import ConvoyError
 from convoy_batch.gitops import ReleaseEntry
+from convoy_batch.health_rules import rules_for
 from convoy_batch.models import ReleaseStatus
 from convoy_batch.observer import observe
 from convoy_batch.reasons import GATE_REASONS, Reason
@@ -100,7 +101,9 @@ def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
     try:
         inventory = tick.inventory(name)
         if inventory.entries:
-            inventory = observe(inventory, tick.deployer(resolve_cluster(tick, release)), tick.now)
+            cluster = resolve_cluster(tick, release)
+            rules = rules_for(release, cluster, tick.programs)
+            inventory = observe(inventory, tick.deployer(cluster), tick.now, rules)
         force_at = pending_force_sync(tick, release, status)
     except ConvoyError as exc:
         return _error(name, exc.reason, str(exc))

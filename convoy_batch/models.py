@@ -25,7 +25,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from convoy_batch.kinds import group_of
-from convoy_batch.names import KIND, is_label, is_path_segment, is_subdomain
+from convoy_batch.names import KIND, VERSION, is_label, is_path_segment, is_subdomain
 from convoy_batch.timefmt import format_duration, format_time, parse_duration, parse_time
 
 API_VERSION = "convoy.dev/v1alpha1"
@@ -188,6 +188,58 @@ class FailurePolicy(Model):
     progress_deadline: Duration = timedelta(minutes=10)
 
 
+class HealthCheck(Model):
+    """A health rule in CEL for one kind (Flux's ``healthCheckExprs`` entry): expressions
+    over the live object, evaluated by :mod:`convoy_batch.health_rules`. Only the group of
+    ``apiVersion`` counts: the rule holds for every version of the kind."""
+
+    api_version: str
+    kind: str
+    current: str
+    """Required: true when the object reached the state it was asked for."""
+    in_progress: str | None = None
+    failed: str | None = None
+
+    @property
+    def group(self) -> str:
+        return group_of(self.api_version)
+
+    @model_validator(mode="after")
+    def _well_formed(self) -> "HealthCheck":
+        version = self.api_version.rsplit("/", 1)[-1]
+        if not VERSION.match(version) or (self.group and not is_subdomain(self.group)):
+            raise ValueError(f"apiVersion {self.api_version!r} is not group/version or version")
+        if not KIND.match(self.kind):
+            raise ValueError(f"kind {self.kind!r} is not a Kubernetes kind")
+        for name in ("current", "in_progress", "failed"):
+            text = getattr(self, name)
+            if text is not None and not text.strip():
+                raise ValueError(f"{to_camel(name)}: an empty expression")
+        return self
+
+
+def _one_rule_per_kind(checks: tuple[HealthCheck, ...]) -> tuple[HealthCheck, ...]:
+    seen: dict[tuple[str, str], int] = {}
+    for index, check in enumerate(checks):
+        key = (check.group, check.kind)
+        if key in seen:
+            what = f"{check.group}/{check.kind}" if check.group else check.kind
+            raise ValueError(f"[{index}] is a second rule for {what} (first: [{seen[key]}])")
+        seen[key] = index
+    return checks
+
+
+HealthChecks = Annotated[tuple[HealthCheck, ...], AfterValidator(_one_rule_per_kind)]
+
+
+def _unsaid_when_empty(data: dict[str, Any], field: str) -> dict[str, Any]:
+    """Drop an empty optional list from a dump: a spec without it dumps as it did before
+    the field existed (render cache keys hash the dump)."""
+    if not data.get(field):
+        data.pop(field, None)
+    return data
+
+
 class ReleaseSpec(Model):
     cluster: Name
     namespace: Name = "default"
@@ -198,6 +250,12 @@ class ReleaseSpec(Model):
     pin: str | None = None
     sync_policy: SyncPolicy = Field(default_factory=SyncPolicy)
     failure_policy: FailurePolicy | None = None
+    health_checks: HealthChecks = ()
+    """Health rules for the Release's own objects; before its Cluster's (``health_rules``)."""
+
+    @model_serializer(mode="wrap")
+    def _checks_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _unsaid_when_empty(handler(self), "healthChecks")
 
 
 class Release(Model):
@@ -239,6 +297,12 @@ class ClusterSpec(Model):
     directory: DirectoryTarget | None = None
     kubernetes: KubernetesTarget | None = None
     simulate: SimulatedController | None = None
+    health_checks: HealthChecks = ()
+    """The operator's health rules for every Release on the Cluster (``health_rules``)."""
+
+    @model_serializer(mode="wrap")
+    def _checks_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _unsaid_when_empty(handler(self), "healthChecks")
 
     @model_validator(mode="after")
     def _one_target(self) -> "ClusterSpec":
@@ -353,6 +417,8 @@ class HealthState(StrEnum):
     FAILED = "Failed"
     NOT_FOUND = "NotFound"
     TERMINATING = "Terminating"
+    UNKNOWN = "Unknown"
+    """The health could not be computed (a health rule that does not compile or fails)."""
 
 
 class Health(Model):

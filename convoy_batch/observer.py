@@ -1,15 +1,17 @@
 """The observer (SPEC 11): reads each inventory object from the cluster and writes its health.
 
 I/O only through the given Deployer (one ``get_many`` per call); the health rules are
-:func:`convoy_batch.health.compute`. The observer never decides failure: it records
-what it sees, and a deployer error (e.g. ClusterUnavailable) propagates so that nothing
-is assessed and the verdict stays Pending.
+the Release's and its Cluster's CEL rules (:mod:`convoy_batch.health_rules`) for the
+kinds they name, else the built-in :func:`convoy_batch.health.compute`. The observer
+never decides failure: it records what it sees, and a deployer error (e.g.
+ClusterUnavailable) propagates so that nothing is assessed and the verdict stays Pending.
 """
 
 from datetime import datetime
 
 from convoy_batch import health
 from convoy_batch.deployers.base import Deployer, Manifest
+from convoy_batch.health_rules import NO_RULES, Rules, evaluate
 from convoy_batch.models import (
     ANNOTATION_RENDER,
     Health,
@@ -29,9 +31,13 @@ def _render_ref(live: Manifest | None) -> str | None:
     return str(ref) if ref else None
 
 
-def assess(live: Manifest | None, now: datetime) -> Health:
+def assess(live: Manifest | None, now: datetime, rules: Rules = NO_RULES) -> Health:
     """The health record of one live object (None: not in the cluster)."""
-    state, message = health.compute(live, now)
+    rule = rules.find(live) if live is not None else None
+    if live is not None and rule is not None:
+        state, message = evaluate(rule, live)
+    else:
+        state, message = health.compute(live, now)
     return Health(
         state=state,
         assessed_render_ref=_render_ref(live),
@@ -40,8 +46,11 @@ def assess(live: Manifest | None, now: datetime) -> Health:
     )
 
 
-def observe(inventory: ReleaseInventory, deployer: Deployer, now: datetime) -> ReleaseInventory:
-    """A new inventory whose every entry carries the health seen now; the rest is unchanged."""
+def observe(
+    inventory: ReleaseInventory, deployer: Deployer, now: datetime, rules: Rules = NO_RULES
+) -> ReleaseInventory:
+    """A new inventory whose every entry carries the health seen now (by ``rules`` for
+    the kinds they name); the rest is unchanged."""
     if not inventory.entries:
         return inventory
     found = deployer.get_many([e.key for e in inventory.entries])
@@ -50,7 +59,7 @@ def observe(inventory: ReleaseInventory, deployer: Deployer, now: datetime) -> R
     entries = tuple(
         entry
         if entry.hook_deleted  # deleted on purpose: it keeps the health it finished with
-        else _with_health(entry, assess(live.get(entry.key.identity()), now))
+        else _with_health(entry, assess(live.get(entry.key.identity()), now, rules))
         for entry in inventory.entries
     )
     if entries == inventory.entries:
@@ -85,3 +94,12 @@ def health_changed(old: ReleaseInventory, new: ReleaseInventory) -> bool:
         if identity not in before or before[identity] != _seen(entry):
             return True
     return False
+
+
+def unknown_health(inventory: ReleaseInventory) -> str | None:
+    """The first entry whose health is Unknown (a health rule that does not compile or
+    fails), in words, for the Release's status; None when there is none."""
+    for entry in inventory.entries:
+        if entry.health is not None and entry.health.state == HealthState.UNKNOWN:
+            return f"{entry.key} is Unknown: {entry.health.message}"
+    return None

@@ -22,6 +22,7 @@ from convoy_batch.models import (
     ReleaseStatus,
     Rollout,
 )
+from convoy_batch.observer import unknown_health
 from convoy_batch.render import Render
 from convoy_batch.rollout import (
     Action,
@@ -134,7 +135,11 @@ def decide(
             )
         tick.owners().check(release.name, (o.key for o in render.objects))
         sync = decide_sync(release, render, plan, status, inventory, tick.now)
-        return Decision(sync.expected, plan, render, deployer, persist=True, then=sync.then)
+        expected = sync.expected
+        if not isinstance(sync.then, RollBack) and (rule := unknown_health(inventory)):
+            # A health rule that fails holds R back unseen: the status says which one.
+            expected = replace(expected, message=f"{expected.message}; {rule}")
+        return Decision(expected, plan, render, deployer, persist=True, then=sync.then)
     except ConvoyError as exc:
         return Decision(_failed(plan.rollout, exc, rid), plan, render)
 

@@ -26,6 +26,7 @@ from convoy_batch.errors import (
     UsageError,
 )
 from convoy_batch.gitops import ReleaseEntry
+from convoy_batch.health_rules import rules_for
 from convoy_batch.hints import TickRecord
 from convoy_batch.intents import Intent, Step
 from convoy_batch.models import Cluster, Release, ReleaseInventory, ReleaseStatus, RolloutState
@@ -79,8 +80,9 @@ def observe_release(
     if not inventory.entries:
         return inventory
     try:
-        deployer = tick.deployer(resolve_cluster(tick, release))
-        observed = observe(inventory, deployer, tick.now)
+        cluster = resolve_cluster(tick, release)
+        rules = rules_for(release, cluster, tick.programs)
+        observed = observe(inventory, tick.deployer(cluster), tick.now, rules)
         tick.note_inventory(observed)
         if save:
             tick.save_inventory(release.name)

@@ -17,6 +17,7 @@ from convoy_batch.deployers.base import Deployer
 from convoy_batch.deployers.directory import DirectoryDeployer
 from convoy_batch.deployers.simulated import SimulatedDeployer
 from convoy_batch.gitops import GitOpsRepo, GitOpsSnapshot
+from convoy_batch.health_rules import Programs
 from convoy_batch.hints import HealthJournal, ParseCache, TickRecord, TickStore
 from convoy_batch.intents import IntentStore
 from convoy_batch.models import Cluster, ObjectKey, ReleaseInventory, ReleaseStatus
@@ -133,6 +134,8 @@ class Tick:
     """See :meth:`owners`."""
     deployer_factory: DeployerFactory = make_deployer
     """Builds the deployer of each Cluster the tick talks to (once, see :meth:`deployer`)."""
+    programs: Programs = field(default_factory=Programs)
+    """The health rules' CEL programs, compiled once per tick by expression text."""
 
     @classmethod
     def open(
