@@ -7,7 +7,7 @@ EXAMPLE := .convoy/example
 # make run's UI port: `make run PORT=3001` (or PORT in the environment).
 PORT ?= 3000
 
-.PHONY: run force screenshot test lint bench clean k8s-testenv crash-deps
+.PHONY: run force screenshot test lint bench clean k8s-testenv crash-deps pg-testenv
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,13 +22,18 @@ lint: $(STAMP)
 
 # The Kubernetes tests start their own API server from binaries built once into
 # ~/.cache/convoy-batch/k8s (scripts/k8s-testenv); without them they skip, or fail under CI.
-test: lint k8s-testenv crash-deps
+test: lint k8s-testenv crash-deps pg-testenv
 	$(BIN)/pytest
 
 k8s-testenv:
 	scripts/k8s-testenv build || echo "k8s-testenv: no test API server; the Kubernetes tests will skip (fail under CI=true)"
 	# Debian's kubectl (kustomize v2.0.3) for the Kustomize renderer's tests.
 	scripts/k8s-testenv kubectl >/dev/null || echo "k8s-testenv: no kubectl; the Kustomize tests will skip (fail under CI=true)"
+
+# The Dagster-on-Postgres tests start their own PostgreSQL server (scripts/pg-testenv) from
+# Debian's postgresql package; without it they skip, or fail under CI.
+pg-testenv:
+	scripts/pg-testenv install || echo "pg-testenv: no PostgreSQL; the Postgres tests will skip (fail under CI=true)"
 
 # The crash tests (tests/crash) compile a small system-call injector with the C compiler.
 crash-deps:
