@@ -44,6 +44,8 @@ from convoy_batch.statefiles import atomic_write
 BOT_NAME = "convoy-batch"
 BOT_EMAIL = "convoy-batch@localhost"
 STAGING_REF = "refs/convoy-batch/staging"
+MARKER_FILE = "git-write.json"
+"""The marker of a batch in flight, in the state directory's ``locks/``."""
 _ZERO = "0" * 40
 _SCRATCH = "convoy-batch-scratch-"
 _LOCK_WAIT = 10.0  # seconds a lock held by another git process is waited for

@@ -5,7 +5,9 @@ Decide, write, then act: before a tick changes a cluster on a decision that chan
 Release's status, it records here what it decided (the :class:`Step` it is about to carry
 out, and the status and commit message that follow when the step succeeds), durably, and
 the render the step applies is durable in the render store first. The record is removed
-once the tick's status commits have landed. A tick that finds a record completes it
+once the tick's status commits have landed (in a clone of the remote, which may not
+outlive the run: once they are pushed or kept in the state directory, see
+:mod:`convoy_batch.clone`). A tick that finds a record completes it
 before it decides anything new for that Release: the step again (applies are
 idempotent), then the recorded status commit. So a crash at any point can delay a
 decided transition, never undo it.

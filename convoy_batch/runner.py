@@ -9,12 +9,14 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence, Set
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from pathlib import Path
 
+from convoy_batch.clone import Clone, remote_url, tick_clone
+from convoy_batch.clone import finish as finish_clone
 from convoy_batch.due import DueReason, Memory, due_reasons, health_snapshot
 from convoy_batch.errors import (
     ConvoyError,
@@ -287,7 +289,9 @@ def run_tick(
     ``shard``: only these Releases, one part of a tick run by several processes
     (:mod:`convoy_batch.shards`); the render garbage collection and the push are left to
     the caller, once every part is done (:func:`finish_tick`)."""
-    with fewer_collections():
+    # A shard works in its parent's clone, which the parent brought up to date.
+    clones = tick_clone(repo, state_dir) if shard is None else nullcontext(None)
+    with fewer_collections(), clones as clone:
         return _run_tick(
             repo,
             state_dir,
@@ -298,6 +302,7 @@ def run_tick(
             observe_first,
             deployer_factory,
             shard,
+            clone,
         )
 
 
@@ -311,6 +316,7 @@ def _run_tick(
     observe_first: bool,
     deployer_factory: DeployerFactory,
     shard: Set[str] | None,
+    clone: Clone | None,
 ) -> TickReport:
     tick = Tick.open(repo, state_dir, now, forced=forced, deployer_factory=deployer_factory)
     entries = select(tick, names)
@@ -322,7 +328,9 @@ def _run_tick(
     with tick.status_store.batch():
         _reconcile_due(tick, entries, names, all_releases, observe_first, report)
     report.commit_error = tick.status_store.error
-    if report.commit_error is None:  # the decisions are in git: their records can go
+    # The decisions are in git: their records can go (from a clone, once they are kept
+    # on the remote or in the state directory: see _finish).
+    if report.commit_error is None and remote_url() is None:
         for handled in report.handled:
             tick.stores.intents.clear(handled.name)
     tick.stores.writer.drain()  # renders on disk before the GC looks
@@ -332,6 +340,7 @@ def _run_tick(
             {h.name for h in report.handled},
             any(h.outcome.persisted for h in report.handled),
             any(h.commit for h in report.handled),
+            clone,
         )
     if notifier is not None:  # the events of the status commits, now they have landed
         notifier.deliver()
@@ -339,26 +348,50 @@ def _run_tick(
     return report
 
 
-def _finish(tick: Tick, handled: Set[str], persisted: bool, committed: bool) -> str | None:
+def _finish(
+    tick: Tick, handled: Set[str], persisted: bool, committed: bool, clone: Clone | None = None
+) -> str | None:
     """The end of a tick, once its statuses are committed: the render garbage collection
-    (when a render was stored) and the push (when a status was committed); the push's
-    warning."""
+    (when a render was stored) and the push (when a status was committed; in a clone,
+    when it holds commits the remote lacks); the push's warning."""
     # A status file that could not be read may refer to renders nobody else knows of
     # (its last healthy one): no garbage collection until it is readable or rewritten.
     unknown = tick.status_store.unreadable - handled
     if persisted and not unknown:
         tick.stores.renders.gc(referenced_renders(tick))
-    return tick.status_store.push().warning if committed else None
+    if clone is None:
+        return tick.status_store.push().warning if committed else None
+    warning, kept = finish_clone(tick.status_store.pusher, clone)
+    if kept:
+        _drop_kept_records(tick)
+    return warning
+
+
+def _drop_kept_records(tick: Tick) -> None:
+    """Remove the write-ahead records whose status HEAD holds, once a clone's commits are
+    kept (pushed, or in the state directory's bundle): the clone itself may not outlive
+    the run."""
+    intents = tick.stores.intents
+    for name in intents.names():
+        intent = intents.load(name)
+        if intent is not None and tick.status_store.load(name) == intent.status:
+            intents.clear(name)
 
 
 def finish_tick(
-    repo: Path, state_dir: Path, now: datetime, handled: Set[str], persisted: bool, committed: bool
+    repo: Path,
+    state_dir: Path,
+    now: datetime,
+    handled: Set[str],
+    persisted: bool,
+    committed: bool,
+    clone: Clone | None = None,
 ) -> str | None:
     """:func:`_finish` for a tick whose parts ran as shards, once all are done (the
     statuses read again: the shards committed them)."""
     tick = Tick.open(repo, state_dir, now)
     try:
-        return _finish(tick, handled, persisted, committed)
+        return _finish(tick, handled, persisted, committed, clone)
     finally:
         tick.close()
 

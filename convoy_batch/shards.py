@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from convoy_batch.clone import tick_clone
 from convoy_batch.notify.notifier import Notifier
 from convoy_batch.runner import (
     TickReport,
@@ -113,25 +114,28 @@ def run_sharded(
     observe_first: bool = True,
 ) -> TickReport:
     """One tick, its shards on up to ``jobs`` worker processes (see module doc): the
-    report of a single tick, the Releases in the order it gives them."""
-    tick = Tick.open(repo, state_dir, now)
-    try:
-        # Opened before the shards commit, so that their commits are its events.
-        notifier = Notifier.open(tick)
-        report = _run_waves(tick, jobs, names, all_releases, forced, observe_first)
-        report.push_warning = finish_tick(
-            repo,
-            state_dir,
-            now,
-            {h.name for h in report.handled},
-            any(h.outcome.persisted for h in report.handled),
-            any(h.commit for h in report.handled),
-        )
-        if notifier is not None:
-            notifier.deliver()
-        return report
-    finally:
-        tick.close()
+    report of a single tick, the Releases in the order it gives them. A clone of the
+    remote is brought up to date once, here, and its shards work in it."""
+    with tick_clone(repo, state_dir) as clone:
+        tick = Tick.open(repo, state_dir, now)
+        try:
+            # Opened before the shards commit, so that their commits are its events.
+            notifier = Notifier.open(tick)
+            report = _run_waves(tick, jobs, names, all_releases, forced, observe_first)
+            report.push_warning = finish_tick(
+                repo,
+                state_dir,
+                now,
+                {h.name for h in report.handled},
+                any(h.outcome.persisted for h in report.handled),
+                any(h.commit for h in report.handled),
+                clone,
+            )
+            if notifier is not None:
+                notifier.deliver()
+            return report
+        finally:
+            tick.close()
 
 
 def _run_waves(

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import git
 
-from convoy_batch.gitwrite import BOT_NAME, GitError, GitWriter, HeadMoved, scratch_dir
+from convoy_batch.gitwrite import (
+    BOT_NAME,
+    MARKER_FILE,
+    GitError,
+    GitWriter,
+    HeadMoved,
+    scratch_dir,
+)
 from convoy_batch.store import Locks
 
 STATUS_DIR = "status"
@@ -34,9 +41,14 @@ class Pusher:
         self.push_attempts = max(1, attempts)
         self.git = writer.git
 
+    @classmethod
+    def open(cls, repo: git.Repo, locks: Locks, attempts: int = 3) -> "Pusher":
+        """The pusher of ``repo``, its git writes marked in the state directory's locks."""
+        return cls(GitWriter(repo, locks.root / MARKER_FILE), locks, attempts)
+
     def push(self) -> PushResult:
         """Push the branch; a rejected push is fetched, rebased and retried (never raises)."""
-        target = self._push_target()
+        target = self.target()
         if target is None:
             return PushResult(pushed=False, attempts=0, warning=None)
         remote, branch = target
@@ -55,7 +67,7 @@ class Pusher:
         warning = f"push to {remote} {branch} failed ({error}); the commits stay local"
         return PushResult(pushed=False, attempts=attempt, warning=warning)
 
-    def _push_target(self) -> tuple[str, str] | None:
+    def target(self) -> tuple[str, str] | None:
         """(remote, remote branch): the branch's upstream, else ``origin`` and the same name."""
         if self.repo.head.is_detached:
             return None
@@ -76,18 +88,34 @@ class Pusher:
 
     def _integrate(self, remote: str, branch: str) -> None:
         """Fetch the remote branch and rebase the local commits onto it."""
+        upstream = self.fetch(remote, branch)
+        head = self.git("rev-parse", "--verify", "HEAD")
+        new_head = self.replay(head, upstream)
+        if new_head != head:
+            self.move_head(head, new_head)
+
+    def pull(self) -> None:
+        """Bring the branch up to the remote's, the local commits replayed on top (a
+        fetch and the push's own rebase); nothing without a remote. The caller holds the
+        repo lock."""
+        target = self.target()
+        if target is not None:
+            self._integrate(*target)
+
+    def fetch(self, remote: str, branch: str) -> str:
+        """Fetch the remote branch into its remote-tracking ref; its commit."""
         tracking = f"refs/remotes/{remote}/{branch}"
         self.git("fetch", "--no-tags", remote, f"+refs/heads/{branch}:{tracking}")
-        upstream = self.git("rev-parse", "--verify", f"{tracking}^{{commit}}")
-        head = self.git("rev-parse", "--verify", "HEAD")
-        new_head = upstream
-        commits = self.git(
-            "rev-list", "--reverse", "--topo-order", "--no-merges", f"{upstream}..{head}"
-        )
+        return self.git("rev-parse", "--verify", f"{tracking}^{{commit}}")
+
+    def replay(self, tip: str, onto: str) -> str:
+        """The commits of ``tip`` that ``onto`` lacks, replayed onto it in order; the new
+        tip (no ref moves). Status paths conflict only with themselves: ours wins."""
+        new_tip = onto
+        commits = self.git("rev-list", "--reverse", "--topo-order", "--no-merges", f"{onto}..{tip}")
         for commit in commits.split():
-            new_head = self._pick(commit, new_head)
-        if new_head != head:
-            self._move_head(head, new_head)
+            new_tip = self._pick(commit, new_tip)
+        return new_tip
 
     def _pick(self, commit: str, onto: str) -> str:
         """Replay ``commit`` onto ``onto`` (three-way, in a temp index); status: ours wins."""
@@ -126,7 +154,7 @@ class Pusher:
             else:
                 self.git("update-index", "--force-remove", "--", path, env=env)
 
-    def _move_head(self, old: str, new: str) -> None:
+    def move_head(self, old: str, new: str) -> None:
         """Move the branch to ``new``, carrying the user's uncommitted changes like a
         checkout (the working tree and index move with it, under index.lock)."""
         paths = self.git("diff", "--name-only", "-z", old, new, strip=False).split("\0")

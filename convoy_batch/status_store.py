@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import git
 
 from convoy_batch.errors import UsageError
-from convoy_batch.gitwrite import Change, GitError, GitWriter
+from convoy_batch.gitwrite import Change, GitError
 from convoy_batch.hints import ParseCache
 from convoy_batch.models import ReleaseStatus
 from convoy_batch.status_push import STATUS_DIR, Pusher, PushResult
@@ -48,8 +48,8 @@ class StatusStore:
         # A Repo of its own: its git processes are not shared with the caller's threads.
         self.repo = git.Repo(repo.git_dir if repo.bare else repo.working_tree_dir)
         self.locks = locks
-        self.writer = GitWriter(self.repo, locks.root / "git-write.json")
-        self.pusher = Pusher(self.writer, locks, push_attempts)
+        self.pusher = Pusher.open(self.repo, locks, push_attempts)
+        self.writer = self.pusher.writer
         self.cache = cache
         self.unreadable: set[str] = set()
         """Status files :meth:`load_all` could not read (their renders are unknown)."""

@@ -339,8 +339,9 @@ class LockBusy(Exception):
 
 class Locks:
     """``<state>/locks/``: every cross-process file lock of convoy-batch, one per Release,
-    one for shared state files, one for the repo, one for the outbox, one per source
-    cache. A lock file that cannot be opened is StateFailed (one line)."""
+    one for shared state files, one for the repo, one for a tick on a clone of the
+    remote, one for the outbox, one per source cache. A lock file that cannot be opened
+    is StateFailed (one line)."""
 
     def __init__(self, state_dir: Path) -> None:
         self.root = Path(state_dir) / "locks"
@@ -362,6 +363,13 @@ class Locks:
     def repo(self, timeout: float = 60) -> Iterator[None]:
         """Hold the lock that serialises commits and pushes to the GitOps repository."""
         with self._hold("repo.lock", timeout):
+            yield
+
+    @contextlib.contextmanager
+    def remote(self, timeout: float = 60) -> Iterator[None]:
+        """Hold the lock of a tick that works from a clone of the remote, from its fetch
+        to its push (:mod:`convoy_batch.clone`): such ticks take turns."""
+        with self._hold("remote.lock", timeout):
             yield
 
     @contextlib.contextmanager

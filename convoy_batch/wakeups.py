@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from convoy_batch.clone import fetch_for_reading, remote_url
 from convoy_batch.due import DueReason, health_snapshot
 from convoy_batch.gitops import GitOpsRepo, ReleaseEntry
 from convoy_batch.hints import TickRecord
 from convoy_batch.models import ReleaseInventory, Rollout
 from convoy_batch.runner import is_due, observe_release
 from convoy_batch.store import LockBusy
-from convoy_batch.tick import Tick
+from convoy_batch.tick import Tick, default_state_dir
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,10 @@ the interval is the schedule's business."""
 
 
 def release_names(repo: Path) -> list[str]:
-    """The Releases in ``releases/`` at HEAD, valid or not (one partition each)."""
+    """The Releases in ``releases/`` at HEAD, valid or not (one partition each); a clone
+    of the remote is fetched first (:mod:`convoy_batch.clone`)."""
+    if remote_url() is not None:
+        fetch_for_reading(repo, default_state_dir(repo))
     return sorted(GitOpsRepo(repo).snapshot().releases)
 
 
@@ -82,7 +86,9 @@ def _keys(tick: Tick, entry: ReleaseEntry, inventory: ReleaseInventory | None) -
 
 def wake_keys(repo: Path, state_dir: Path, now: datetime) -> dict[str, set[str]]:
     """Release -> the keys of its current wake-up causes (empty: none). Releases whose
-    lock is held (a reconcile is running) are left out."""
+    lock is held (a reconcile is running) are left out. A clone of the remote is fetched
+    first."""
+    fetch_for_reading(repo, state_dir)
     tick = Tick.open(repo, state_dir, now)
     found: dict[str, set[str]] = {}
     for name in sorted(tick.snapshot.releases):
