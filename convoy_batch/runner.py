@@ -172,15 +172,17 @@ PARALLEL_RELEASES = 32
 waiting for the API server."""
 
 
-def _reconcile_due(
+def due_entries(
     tick: Tick,
     entries: Sequence[ReleaseEntry],
     names: Sequence[str],
     all_releases: bool,
     observe_first: bool,
     report: TickReport,
-) -> None:
-    """Reconcile, each under its lock, the named Releases or the due ones."""
+) -> list[ReleaseEntry]:
+    """The entries to reconcile (named ones, else the due ones and those a killed tick
+    left a record for), with their health observed; the others go to ``report.skipped``
+    with the health seen of them written."""
     due = []
     unfinished = tick.stores.intents.names()  # a killed tick's decisions: completed first
     for entry in entries:
@@ -198,6 +200,19 @@ def _reconcile_due(
             if observe_first and inventory is None:
                 observe_release(tick, entry, save=False)
         due.append(entry)
+    return due
+
+
+def _reconcile_due(
+    tick: Tick,
+    entries: Sequence[ReleaseEntry],
+    names: Sequence[str],
+    all_releases: bool,
+    observe_first: bool,
+    report: TickReport,
+) -> None:
+    """Reconcile, each under its lock, the named Releases or the due ones."""
+    due = due_entries(tick, entries, names, all_releases, observe_first, report)
     results: dict[str, Handled | str] = {}
     for group in by_cluster_wave(tick, due):
         # The cluster wave gate reads only lower waves, which are done by then.

@@ -29,6 +29,7 @@ from convoy_batch.runner import (
     TickReport,
     by_cluster_wave,
     cluster_of,
+    due_entries,
     finish_tick,
     run_tick,
     select,
@@ -122,15 +123,16 @@ def run_sharded(
             # Opened before the shards commit, so that their commits are its events.
             notifier = Notifier.open(tick)
             report = _run_waves(tick, jobs, names, all_releases, forced, observe_first)
-            report.push_warning = finish_tick(
-                repo,
-                state_dir,
-                now,
-                {h.name for h in report.handled},
-                any(h.outcome.persisted for h in report.handled),
-                any(h.commit for h in report.handled),
-                clone,
-            )
+            if report.handled or clone is not None:
+                report.push_warning = finish_tick(
+                    repo,
+                    state_dir,
+                    now,
+                    {h.name for h in report.handled},
+                    any(h.outcome.persisted for h in report.handled),
+                    any(h.commit for h in report.handled),
+                    clone,
+                )
             if notifier is not None:
                 notifier.deliver()
             return report
@@ -146,10 +148,17 @@ def _run_waves(
     forced: Set[str],
     observe_first: bool,
 ) -> TickReport:
-    waves = plan_shards(tick, jobs, names)
-    order = {e.name: i for i, e in enumerate(select(tick, names))}
+    entries = select(tick, names)
+    order = {e.name: i for i, e in enumerate(entries)}
+    # What is due is found here, once: a quiet tick starts no worker, and each shard is
+    # given its due Releases by name.
+    chosen = TickReport()
+    due = [e.name for e in due_entries(tick, entries, names, all_releases, observe_first, chosen)]
+    if not due:
+        return chosen
+    waves = plan_shards(tick, jobs, due)
     repo, state_dir, now = tick.repo.path, tick.stores.state_dir, tick.now
-    parts: list[TickReport] = []
+    parts: list[TickReport] = [chosen]
     widest = max((len(w) for w in waves), default=1)
     context = multiprocessing.get_context("spawn")  # no fork of a process with threads
     level = logging.getLogger().getEffectiveLevel()
@@ -162,7 +171,7 @@ def _run_waves(
                     repo,
                     state_dir,
                     now,
-                    tuple(n for n in names if n in shard.releases),
+                    tuple(n for n in due if n in shard.releases),
                     all_releases,
                     frozenset(forced & shard.releases),
                     observe_first,

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from convoy_batch import shards
 from tests.scenario import FAILURE_POLICY, Scenario, release_yaml
 from tests.test_scenarios import PROD, _convoy_release
 
@@ -96,3 +97,22 @@ def test_jobs_must_be_at_least_one(scenario: Scenario) -> None:
     scenario.app("web")
     result = scenario.reconcile(extra=("--jobs", "0"))
     assert result.code == 2 and "--jobs" in result.err
+
+
+def test_a_quiet_sharded_tick_starts_no_worker(
+    scenario: Scenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fleet(scenario)
+    assert scenario.reconcile(minutes=0, extra=("--jobs", "2")).code == 1  # ghost errs
+    scenario.deployment_ready("web")
+    assert scenario.reconcile(minutes=1, extra=("--all", "--jobs", "2")).code == 1
+    head = scenario.head()
+
+    def no_workers(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a worker was started for a tick with nothing due")
+
+    monkeypatch.setattr(shards, "ProcessPoolExecutor", no_workers)
+    result = scenario.reconcile(minutes=2, extra=("--jobs", "2"))
+    quiet = {line.split(":")[0] for line in result.out.splitlines() if "skipped (not due)" in line}
+    assert quiet == {"web", "api", "shop", "blog", "ghost"}, result.out
+    assert scenario.head() == head
