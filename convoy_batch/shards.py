@@ -30,6 +30,7 @@ from convoy_batch.runner import (
     by_cluster_wave,
     cluster_of,
     due_entries,
+    fewer_collections,
     finish_tick,
     run_tick,
     select,
@@ -117,7 +118,7 @@ def run_sharded(
     """One tick, its shards on up to ``jobs`` worker processes (see module doc): the
     report of a single tick, the Releases in the order it gives them. A clone of the
     remote is brought up to date once, here, and its shards work in it."""
-    with tick_clone(repo, state_dir) as clone:
+    with tick_clone(repo, state_dir) as clone, fewer_collections():
         tick = Tick.open(repo, state_dir, now)
         try:
             # Opened before the shards commit, so that their commits are its events.
@@ -151,9 +152,12 @@ def _run_waves(
     entries = select(tick, names)
     order = {e.name: i for i, e in enumerate(entries)}
     # What is due is found here, once: a quiet tick starts no worker, and each shard is
-    # given its due Releases by name.
+    # given its due Releases by name. Named Releases and --all are every one of them.
     chosen = TickReport()
-    due = [e.name for e in due_entries(tick, entries, names, all_releases, observe_first, chosen)]
+    if names or all_releases:
+        due = [e.name for e in entries]
+    else:
+        due = [e.name for e in due_entries(tick, entries, (), False, observe_first, chosen)]
     if not due:
         return chosen
     waves = plan_shards(tick, jobs, due)
