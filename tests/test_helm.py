@@ -1,9 +1,9 @@
-"""Helm charts: with a real ``helm`` on the PATH when the machine has one (skipped with
-the reason otherwise: no stand-in program pretends to be helm), and the one-line error
-when it has none. What Helm is told of a Kubernetes Cluster's server is tested against
-the real API server in ``tests/k8s/test_k8s_helm.py``."""
+"""Helm charts through the CLI with the official ``helm`` (``scripts/k8s-testenv helm``;
+no stand-in program pretends to be helm; skipped with the reason without it, failed
+under CI): a chart rolls out with its hooks as PreSync hooks, rolls back and prunes; a
+failing chart and a missing helm are one-line errors. What Helm is told of a Kubernetes
+Cluster's server is tested against the real API server in ``tests/k8s/test_k8s_helm.py``."""
 
-import shutil
 import socket
 from pathlib import Path
 
@@ -12,7 +12,7 @@ import pytest
 from convoy_batch.renderers import helm
 from convoy_batch.stages.render import capabilities, resolve_cluster
 from convoy_batch.tick import Tick
-from tests.renderer_tools import Tools
+from tests.renderer_tools import Tools, real_helm
 from tests.scenario import FAILURE_POLICY, T0, Scenario
 from tests.test_renderers import last_attempt, release
 
@@ -67,30 +67,102 @@ def chart_repo(s: Scenario, name: str = "web", extra: str = FAILURE_POLICY) -> N
     s.commit(files, f"{name} chart")
 
 
-@pytest.mark.skipif(shutil.which("helm") is None, reason="no helm on PATH (Debian has none)")
-def test_a_chart_renders_with_its_values_and_its_hooks_as_convoy_hooks(
-    scenario: Scenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    helm = shutil.which("helm")
-    assert helm is not None
+@pytest.fixture
+def helm_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Tools:
+    """The test's PATH with the real helm on it, each call noted."""
+    path = real_helm()
     tools = Tools(tmp_path / "bin", monkeypatch)
-    (tools.bin / "helm").symlink_to(helm)
+    tools.recorded("helm", path)
+    return tools
+
+
+def migrated(s: Scenario, name: str = "web") -> None:
+    """Play the Job controller: the PreSync hook Job of the current render is Complete."""
+    s.set_status(name, "job.batch", f"{name}-migrate", {
+        "succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}],
+    })  # fmt: skip
+
+
+def test_a_chart_renders_with_its_values_and_its_hooks_as_convoy_hooks(
+    scenario: Scenario, helm_tools: Tools
+) -> None:
     chart_repo(scenario)
     result = scenario.reconcile("web", minutes=0)
     assert result.code == 0, result.err
     # The pre-install hook is a PreSync hook: it goes first, the Deployment waits.
     assert scenario.status()["lastAttempted"]["reason"] == "WaitingForWaveHealth"
     assert scenario.object_path("web", "job.batch", "web-migrate").exists()
+    assert not scenario.object_path("web", "deployment.apps", "web").exists()
     # A directory cluster tells helm nothing: its defaults name no kinds.
     told = scenario.live("web", "configmap", "web-capabilities")["data"]
     assert told["deployments"] == "false"
-    scenario.set_status("web", "job.batch", "web-migrate", {
-        "succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}],
-    })  # fmt: skip
+    migrated(scenario)
     assert scenario.reconcile("web", minutes=1).code == 0
     live = scenario.live("web", "deployment.apps", "web")
     assert live["spec"]["replicas"] == 2  # the values file
     assert scenario.deployment_image() == "example/web:2.0"  # the inline values win
+    calls = helm_tools.call_log()
+    assert len(calls) == 1, calls  # one render: the second tick reused it
+    assert calls[0].startswith("helm template web apps/web --namespace web --include-crds ")
+
+
+CONFIG = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-config
+data:
+  env: "${env}"
+"""
+
+
+def test_a_chart_rolls_out_rolls_back_and_prunes(scenario: Scenario, helm_tools: Tools) -> None:
+    scenario.commit({"apps/web/templates/config.yaml": CONFIG})
+    chart_repo(scenario)
+    assert scenario.reconcile("web", minutes=0).code == 0
+    assert scenario.status()["lastAttempted"]["reason"] == "WaitingForWaveHealth"
+    migrated(scenario)
+    scenario.reconcile("web", minutes=1)
+    # Release variables are substituted in the rendered text.
+    assert scenario.live("web", "configmap", "web-config")["data"] == {"env": "staging"}
+    scenario.deployment_ready()
+    scenario.reconcile("web", minutes=2)
+    assert scenario.status()["rollout"]["state"] == "Succeeded"
+    assert scenario.deployment_image() == "example/web:2.0"
+
+    # A new render: the ConfigMap's template is gone and the image is 3.0.
+    scenario.commit({
+        "apps/web/templates/config.yaml": None,
+        "releases/web.yaml": release("web", "apps/web", HELM.replace("2.0", "3.0")),
+    })  # fmt: skip
+    scenario.reconcile("web", minutes=3)
+    assert scenario.status()["lastAttempted"]["reason"] == "WaitingForWaveHealth"
+    assert scenario.deployment_image() == "example/web:2.0"  # the pre-upgrade hook first
+    migrated(scenario)
+    scenario.reconcile("web", minutes=4)
+    assert scenario.deployment_image() == "example/web:3.0"
+    assert not scenario.object_path("web", "configmap", "web-config").exists()  # pruned
+    scenario.deployment_failed()
+    scenario.reconcile("web", minutes=5)
+    assert scenario.status()["rollout"]["state"] == "RolledBack"
+    assert scenario.deployment_image() == "example/web:2.0"  # the last healthy render
+    assert scenario.live("web", "configmap", "web-config")["data"] == {"env": "staging"}
+    assert len(helm_tools.call_log()) == 2  # one render per commit
+
+
+def test_a_failing_chart_gives_the_end_of_helms_stderr(
+    scenario: Scenario, helm_tools: Tools
+) -> None:
+    chart_repo(scenario)
+    scenario.commit({"apps/web/templates/broken.yaml": "kind: {{ .Values.missing.field }}\n"})
+    scenario.app("plain")
+    assert scenario.reconcile(minutes=0).code == 1
+    reason, message = last_attempt(scenario, "web")
+    assert reason == "RenderFailed"
+    assert message.startswith("Helm (helm template apps/web) failed (exit 1): Error:"), message
+    assert "broken.yaml" in message and "nil pointer" in message
+    assert "\n" not in message
+    assert last_attempt(scenario, "plain")[0] == "Synced"
 
 
 def test_without_helm_a_chart_fails_in_one_line_naming_helm(

@@ -1,8 +1,7 @@
 """Helm on a Kubernetes Cluster is told the server's version and API versions, read from
-the real API server once per tick, and its render is keyed on them. A real ``helm`` runs
-only when the machine has one (skipped with the reason otherwise)."""
+the real API server once per tick, and its render is keyed on them; the official ``helm``
+(``scripts/k8s-testenv helm``) renders a chart that reads them."""
 
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from convoy_batch.renderers import helm, render_inputs
 from convoy_batch.stages.render import capabilities, render_key, resolve_cluster
 from convoy_batch.tick import Tick
 from tests.k8s.k8s_scenario import KubeScenario
-from tests.renderer_tools import Tools
+from tests.renderer_tools import Tools, real_helm
 from tests.scenario import FAILURE_POLICY, T0
 from tests.test_helm import chart_repo
 
@@ -84,14 +83,11 @@ def test_the_render_key_changes_with_the_servers_version_and_api_versions(
         tick.close()
 
 
-@pytest.mark.skipif(shutil.which("helm") is None, reason="no helm on PATH (Debian has none)")
 def test_a_chart_sees_the_servers_version_and_kinds_in_its_capabilities(
     kscenario: KubeScenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    helm_path = shutil.which("helm")
-    assert helm_path is not None
     tools = Tools(tmp_path / "bin", monkeypatch)
-    (tools.bin / "helm").symlink_to(helm_path)
+    (tools.bin / "helm").symlink_to(real_helm())
     chart_repo(kscenario, "capable", CREATE_NAMESPACE)
     result = kscenario.reconcile("capable", minutes=0)
     assert result.code == 0, result.err
