@@ -197,19 +197,37 @@ class TickConfig(dg.Config):
 
 def ensure_partitions(instance: dg.DagsterInstance, names: Sequence[str]) -> None:
     """Partitions must exist before an event names them; the discovery sensor may lag."""
+    if not names:
+        return
     have = set(instance.get_dynamic_partitions(PARTITIONS))
     missing = sorted(set(names) - have)
     if missing:
         instance.add_dynamic_partitions(PARTITIONS, missing)
 
 
+HELD_CONNECTION = {"statement_timeout": 60_000, "pool_recycle": 3600, "max_overflow": 4}
+"""How a run that records many events holds its database connection (milliseconds, seconds,
+connections): what ``dagster-webserver`` asks of the same storage for its own long life."""
+
+
+def hold_connection(instance: dg.DagsterInstance) -> None:
+    """Store this run's events over one open connection. Dagster's Postgres storage opens a
+    connection for every event unless told it serves a long-lived process (a connection
+    costs about 10 ms, an insert on an open one 0.1 ms); a run that records a thousand
+    events is one. Dagster's sqlite storage has no pool: unchanged."""
+    instance.optimize_for_webserver(**HELD_CONNECTION)
+
+
 def record(context: dg.OpExecutionContext, report: TickReport) -> None:
-    """A materialization of ``release`` for each Release whose status changed; one line
-    for those nothing happened to (an error is logged every time it is seen)."""
+    """A materialization of ``release`` (its description the one line a person reads) and
+    a ``state`` check result for each Release whose status changed; one summary line for
+    the tick (an error is also logged on its own every time it is seen)."""
     changed = [h for h in report.handled if h.changed]
+    if changed:
+        hold_connection(context.instance)
     ensure_partitions(context.instance, [h.name for h in changed])
     for handled in report.handled:
-        if handled.changed or handled.outcome.is_error:
+        if handled.outcome.is_error:
             _log_outcome(context.log, handled)
     for handled in changed:
         context.log_event(
@@ -221,13 +239,21 @@ def record(context: dg.OpExecutionContext, report: TickReport) -> None:
             )
         )
     log_checks(context, changed)
-    quiet = len(report.handled) - len(changed)
-    if quiet or report.skipped:
-        context.log.info(f"unchanged: {quiet} Release(s) reconciled, {len(report.skipped)} not due")
+    context.log.info(summary(report, changed))
     if report.commit_error:
         context.log.error(report.commit_error)
     if report.push_warning:
         context.log.warning(report.push_warning)
+
+
+def summary(report: TickReport, changed: Sequence[Handled]) -> str:
+    """The tick in one line: ``changed: api, web; unchanged: 1 Release(s) reconciled, 0
+    not due`` (each changed Release's own line is its materialization's description)."""
+    quiet = len(report.handled) - len(changed)
+    line = f"unchanged: {quiet} Release(s) reconciled, {len(report.skipped)} not due"
+    if changed:
+        line = f"changed: {', '.join(h.name for h in changed)}; {line}"
+    return line
 
 
 def log_checks(context: dg.OpExecutionContext, changed: Sequence[Handled]) -> None:

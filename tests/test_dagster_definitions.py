@@ -186,6 +186,12 @@ def test_a_release_s_events_are_its_status_changes(example: Example) -> None:
     first = tick(T0)
     assert sorted(first) == ["api", "reports", "web"]
     assert (first["web"]["previousState"], first["web"]["state"]) == (None, "Progressing")
+    run = example.instance.get_runs(limit=1)[0]
+    lines = [
+        e.user_message for e in example.instance.all_logs(run.run_id) if not e.is_dagster_event
+    ]
+    # One line for the tick; each changed Release's own line is its materialization's.
+    assert lines == ["changed: api, reports, web; unchanged: 0 Release(s) reconciled, 0 not due"]
     for minutes in (1, 2, 3):  # quiet ticks: nothing new
         assert tick(T0 + timedelta(seconds=minutes)) == {}
     events = example.instance.fetch_materializations(RELEASE_KEY, limit=100).records

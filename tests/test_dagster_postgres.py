@@ -127,7 +127,9 @@ def test_two_ticks_on_a_postgres_instance_commit_statuses_and_store_runs_and_eve
         stored = {"RUN_SUCCESS", "ASSET_MATERIALIZATION", "ASSET_CHECK_EVALUATION"}
         assert {dg.DagsterEventType[kind] for kind in stored} <= kinds
         lines = [e.user_message for e in logs if not e.is_dagster_event]
-        assert any(line.startswith("web") for line in lines), lines
+        assert any(
+            line.startswith("changed: ") and "web" in line.split(";")[0] for line in lines
+        ), lines
         assert sorted(instance.get_dynamic_partitions("releases")) == ["api", "web"]
     # ... and they are Postgres rows, not files under DAGSTER_HOME.
     assert not list(home.glob("**/*.db"))
