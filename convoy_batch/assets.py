@@ -40,6 +40,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 from convoy_batch.glance import Glance, alarm, glance, headline
 from convoy_batch.reconcile import Handled
 from convoy_batch.runner import TickReport, run_tick
+from convoy_batch.shards import run_sharded
 from convoy_batch.tick import default_state_dir
 from convoy_batch.timefmt import parse_time
 
@@ -97,15 +98,16 @@ class ConvoyResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         *,
         all_releases: bool = False,
         forced: Set[str] = frozenset(),
+        jobs: int = 1,
     ) -> TickReport:
-        return run_tick(
-            self.repo_path(),
-            self.state_dir(),
-            self.clock(),
-            names,
-            all_releases=all_releases,
-            forced=forced,
-        )
+        """One tick; with ``jobs`` over 1, sharded by Cluster over that many worker
+        processes (:func:`convoy_batch.shards.run_sharded`, as ``reconcile --jobs``)."""
+        repo, state, now = self.repo_path(), self.state_dir(), self.clock()
+        if jobs > 1:
+            return run_sharded(
+                repo, state, now, jobs, names, all_releases=all_releases, forced=forced
+            )
+        return run_tick(repo, state, now, names, all_releases=all_releases, forced=forced)
 
 
 def convoy_resource(repo: str | None = None, state: str | None = None) -> ConvoyResource:
@@ -193,6 +195,9 @@ class TickConfig(dg.Config):
 
     names: list[str] = []  # noqa: RUF012 (Dagster config: copied per run)
     all_releases: bool = False
+    jobs: int = 1
+    """Worker processes: over 1, the tick is sharded by Cluster, cluster wave by cluster
+    wave (``reconcile --jobs``)."""
 
 
 def ensure_partitions(instance: dg.DagsterInstance, names: Sequence[str]) -> None:
@@ -324,7 +329,9 @@ def reconcile_tick(
 ) -> None:
     """Observe, then reconcile the Releases the config selects, in this one run; the run
     fails (after recording) when a Release errored or rolled back in it."""
-    report = convoy.tick(config.names, all_releases=config.all_releases)
+    if config.jobs < 1:
+        raise dg.Failure(f"jobs must be at least 1, not {config.jobs}")
+    report = convoy.tick(config.names, all_releases=config.all_releases, jobs=config.jobs)
     record(context, report)
     fail_on_alarms(report)
 
@@ -337,6 +344,8 @@ def tick_job() -> None:
     reconcile_tick()
 
 
-def tick_run_config(names: Sequence[str] = (), *, all_releases: bool = False) -> dg.RunConfig:
-    config = TickConfig(names=list(names), all_releases=all_releases)
+def tick_run_config(
+    names: Sequence[str] = (), *, all_releases: bool = False, jobs: int = 1
+) -> dg.RunConfig:
+    config = TickConfig(names=list(names), all_releases=all_releases, jobs=jobs)
     return dg.RunConfig(ops={"reconcile_tick": config})

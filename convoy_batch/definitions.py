@@ -2,11 +2,13 @@
 :mod:`convoy_batch.assets`, built by :func:`build_definitions` when Dagster loads them.
 
 - ``convoy_tick`` schedule (``$CONVOY_TICK_CRON``, default every minute): one run that
-  observes and reconciles every due Release (SPEC 13).
+  observes and reconciles every due Release (SPEC 13); ``$CONVOY_TICK_JOBS`` worker
+  processes, sharded by Cluster (default 1).
 - ``convoy_full_resync`` schedule (hourly): one run over every Release, interval 0 too.
 - ``convoy_releases`` sensor: one ``release`` partition per Release file, added and
   removed as the files come and go.
-- ``convoy_wakeups`` sensor: one run for the Releases woken between ticks (health
+- ``convoy_wakeups`` sensor (every ``$CONVOY_WAKEUP_INTERVAL`` seconds, default
+  :data:`WAKEUP_INTERVAL_SECONDS`): one run for the Releases woken between ticks (health
   changed, deadline passed, Release file or source changed, new Release).
 
 Schedules and sensors are on by default. Reads the environment only inside
@@ -46,7 +48,7 @@ WAKEUP_INTERVAL_SECONDS = 15
 DISCOVERY_INTERVAL_SECONDS = 30
 
 
-def tick_schedule(cron: str = DEFAULT_TICK_CRON) -> dg.ScheduleDefinition:
+def tick_schedule(cron: str = DEFAULT_TICK_CRON, jobs: int = 1) -> dg.ScheduleDefinition:
     @dg.schedule(
         name="convoy_tick",
         cron_schedule=cron,
@@ -55,21 +57,25 @@ def tick_schedule(cron: str = DEFAULT_TICK_CRON) -> dg.ScheduleDefinition:
         description="Observe, then reconcile every due Release, in one run.",
     )
     def convoy_tick(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
-        return dg.RunRequest(run_key=f"tick-{_when(context)}", run_config=tick_run_config())
+        config = tick_run_config(jobs=jobs)
+        return dg.RunRequest(run_key=f"tick-{_when(context)}", run_config=config)
 
     return convoy_tick
 
 
-@dg.schedule(
-    name="convoy_full_resync",
-    cron_schedule=FULL_RESYNC_CRON,
-    job=tick_job,
-    default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Reconcile every Release, interval 0 included (SPEC 13).",
-)
-def full_resync(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
-    config = tick_run_config(all_releases=True)
-    return dg.RunRequest(run_key=f"resync-{_when(context)}", run_config=config)
+def full_resync_schedule(jobs: int = 1) -> dg.ScheduleDefinition:
+    @dg.schedule(
+        name="convoy_full_resync",
+        cron_schedule=FULL_RESYNC_CRON,
+        job=tick_job,
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+        description="Reconcile every Release, interval 0 included (SPEC 13).",
+    )
+    def full_resync(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+        config = tick_run_config(all_releases=True, jobs=jobs)
+        return dg.RunRequest(run_key=f"resync-{_when(context)}", run_config=config)
+
+    return full_resync
 
 
 def _when(context: dg.ScheduleEvaluationContext) -> str:
@@ -98,14 +104,25 @@ def discover_releases(
     return dg.SensorResult(dynamic_partitions_requests=requests)
 
 
-@dg.sensor(
-    name="convoy_wakeups",
-    job=tick_job,
-    minimum_interval_seconds=WAKEUP_INTERVAL_SECONDS,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Reconcile promptly the Releases woken between ticks (SPEC 13).",
-)
-def wakeups(context: dg.SensorEvaluationContext, convoy: ConvoyResource) -> dg.SensorResult:
+def wakeup_sensor(interval: int = WAKEUP_INTERVAL_SECONDS) -> dg.SensorDefinition:
+    """The ``convoy_wakeups`` sensor, evaluated at most every ``interval`` seconds."""
+
+    @dg.sensor(
+        name="convoy_wakeups",
+        job=tick_job,
+        minimum_interval_seconds=interval,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Reconcile promptly the Releases woken between ticks (SPEC 13).",
+    )
+    def convoy_wakeups(
+        context: dg.SensorEvaluationContext, convoy: ConvoyResource
+    ) -> dg.SensorResult:
+        return _wakeups(context, convoy)
+
+    return convoy_wakeups
+
+
+def _wakeups(context: dg.SensorEvaluationContext, convoy: ConvoyResource) -> dg.SensorResult:
     current = wake_keys(convoy.repo_path(), convoy.state_dir(), convoy.clock())
     seen: dict[str, list[str]] = json.loads(context.cursor) if context.cursor else {}
     names = woken(current, seen)
@@ -124,20 +141,46 @@ def wakeups(context: dg.SensorEvaluationContext, convoy: ConvoyResource) -> dg.S
     return dg.SensorResult(run_requests=[request], cursor=cursor)
 
 
+wakeups = wakeup_sensor()
+
+
 def build_definitions(
-    repo: str | None = None, state: str | None = None, tick_cron: str | None = None
+    repo: str | None = None,
+    state: str | None = None,
+    tick_cron: str | None = None,
+    tick_jobs: int | None = None,
 ) -> dg.Definitions:
-    """Everything Dagster loads; arguments override ``$CONVOY_REPO``, ``$CONVOY_STATE``
-    and ``$CONVOY_TICK_CRON``."""
+    """Everything Dagster loads; arguments override ``$CONVOY_REPO``, ``$CONVOY_STATE``,
+    ``$CONVOY_TICK_CRON`` and ``$CONVOY_TICK_JOBS`` (worker processes of a scheduled
+    tick, sharded by Cluster; default 1)."""
     cron = tick_cron or os.environ.get("CONVOY_TICK_CRON") or DEFAULT_TICK_CRON
+    jobs = tick_jobs or _positive("CONVOY_TICK_JOBS")
     return dg.Definitions(
         assets=[release],
         jobs=[tick_job],
-        schedules=[tick_schedule(cron), full_resync],
-        sensors=[discover_releases, wakeups],
+        schedules=[tick_schedule(cron, jobs), full_resync_schedule(jobs)],
+        sensors=[discover_releases, wakeup_sensor(_wakeup_interval())],
         resources={"convoy": convoy_resource(repo, state)},
         executor=dg.in_process_executor,
     )
+
+
+def _positive(variable: str) -> int:
+    """A whole number of at least 1 from the environment (unset: 1)."""
+    text = os.environ.get(variable) or "1"
+    if not text.isdigit() or int(text) < 1:
+        raise dg.DagsterInvalidDefinitionError(f"${variable} must be a whole number >= 1: {text!r}")
+    return int(text)
+
+
+def _wakeup_interval() -> int:
+    """``$CONVOY_WAKEUP_INTERVAL``: the wake-up sensor's interval in seconds."""
+    text = os.environ.get("CONVOY_WAKEUP_INTERVAL") or str(WAKEUP_INTERVAL_SECONDS)
+    if not text.isdigit() or int(text) < 1:
+        raise dg.DagsterInvalidDefinitionError(
+            f"$CONVOY_WAKEUP_INTERVAL must be a whole number of seconds >= 1: {text!r}"
+        )
+    return int(text)
 
 
 @dg.definitions

@@ -120,6 +120,40 @@ def test_the_tick_cron_is_configurable(example: Example) -> None:
     assert schedule.cron_schedule == "*/2 * * * *"
 
 
+@pytest.mark.parametrize("schedule", ["convoy_tick", "convoy_full_resync"])
+def test_scheduled_ticks_run_sharded_with_convoy_tick_jobs(
+    example: Example, monkeypatch: pytest.MonkeyPatch, schedule: str
+) -> None:
+    def jobs_of(built: dg.Definitions) -> int:
+        definition = built.get_repository_def().get_schedule_def(schedule)
+        data = definition.evaluate_tick(
+            dg.build_schedule_context(instance=example.instance, scheduled_execution_time=T0)
+        )
+        assert data.run_requests is not None
+        return int(data.run_requests[0].run_config["ops"]["reconcile_tick"]["config"]["jobs"])
+
+    assert jobs_of(build_definitions(repo=str(example.root))) == 1
+    monkeypatch.setenv("CONVOY_TICK_JOBS", "4")
+    assert jobs_of(build_definitions(repo=str(example.root))) == 4
+    assert jobs_of(build_definitions(repo=str(example.root), tick_jobs=2)) == 2
+    monkeypatch.setenv("CONVOY_TICK_JOBS", "zero")
+    with pytest.raises(dg.DagsterInvalidDefinitionError, match="CONVOY_TICK_JOBS"):
+        build_definitions(repo=str(example.root))
+
+
+def test_a_tick_with_jobs_under_one_fails_its_run(example: Example) -> None:
+    run = tick_job.execute_in_process(
+        run_config=tick_run_config(jobs=0),
+        instance=example.instance,
+        resources={"convoy": example.resource(T0)},
+        raise_on_error=False,
+    )
+    assert not run.success
+    assert "jobs must be at least 1" in str(
+        run.get_step_failure_events()[0].step_failure_data.error
+    )
+
+
 def test_one_scheduled_run_reconciles_every_due_release(example: Example) -> None:
     built = build_definitions(repo=str(example.root), state=str(example.state))
     repository = built.get_repository_def()

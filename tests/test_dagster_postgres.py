@@ -17,15 +17,19 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage
 
+from convoy_batch import assets, shards
 from convoy_batch.assets import RELEASE_KEY, ConvoyResource, tick_job, tick_run_config
+from convoy_batch.runner import TickReport
 from convoy_batch.timefmt import format_time
 from tests.pg import PgServer
 from tests.scenario import DEPLOYMENT, FAILURE_POLICY, PROJECT, T0, Scenario, release_yaml
+from tests.test_shards import fleet
 
 RACERS = 40
 
@@ -213,3 +217,38 @@ def test_a_schedule_tick_racing_a_wakeup_never_reconciles_a_release_twice_at_onc
         assert {run.run_id for run in runs} == run_ids
         assert all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
         assert materialized(instance, run_ids) == dict.fromkeys(names, 1)
+
+
+def test_a_sharded_tick_on_a_postgres_instance_records_every_release_as_one_tick_does(
+    scenario: Scenario, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fleet(scenario)  # web and api on staging (wave 0), shop and blog in wave 1, ghost lost
+    sharded: list[int] = []
+
+    def run_sharded(*args: Any, **kwargs: Any) -> TickReport:
+        sharded.append(args[3])  # jobs
+        return shards.run_sharded(*args, **kwargs)
+
+    monkeypatch.setattr(assets, "run_sharded", run_sharded)
+    resource = ConvoyResource(
+        repo=str(scenario.root), state=str(scenario.state), now=format_time(T0)
+    )
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        result = tick_job.execute_in_process(
+            run_config=tick_run_config(jobs=3),
+            instance=instance,
+            resources={"convoy": resource},
+            raise_on_error=False,
+        )
+        # ghost's ClusterNotFound fails the run, once every event is recorded.
+        assert not result.success
+        recorded = materialized(instance, {result.run_id})
+        logs = instance.all_logs(result.run_id)
+    assert sharded == [3]
+    assert recorded == dict.fromkeys(["web", "api", "shop", "blog", "ghost"], 1)
+    assert status_commits(scenario) == recorded
+    kinds = Counter(e.dagster_event_type for e in logs if e.is_dagster_event)
+    assert kinds[dg.DagsterEventType.ASSET_CHECK_EVALUATION] == 5
+    lines = [e.user_message for e in logs if not e.is_dagster_event]
+    assert any(line.startswith("ghost: ClusterNotFound") for line in lines), lines
+    fsck(scenario)
