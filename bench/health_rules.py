@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-from tick import T0, build_repo, measure  # bench/tick.py, next to this script
+from tick import T0, build_repo, measure, parse_floor  # bench/tick.py, next to this script
 
 from convoy_batch.runner import run_tick
 
@@ -98,7 +98,7 @@ def main() -> None:
     for label, cluster in CLUSTERS.items():
         root = work / label.split()[0].lower()
         repo, state = repos[label] = root / "repo", root / "state"
-        build_repo(repo, args.releases, cluster=cluster)
+        texts = build_repo(repo, args.releases, cluster=cluster)
         print(f"\n{label}")
         for name, fn in [
             ("first tick", tick(repo, state, 0, False)),
@@ -130,6 +130,11 @@ def main() -> None:
             before, after = best[(built_in, name)][index], best[(cel, name)][index]
             label = f"{name}, {what}"
             print(f"  {label:<42} {before:7.2f} s {after:7.2f} s  x{after / before:.2f}")
+    floor = min(measure(parse_floor(texts))[0] for _ in range(3))
+    every = next(iter(QUIET))
+    print(f"\nparse floor (bench/tick.py's baseline) {floor:.2f} s; {every}, wall, against it:")
+    for label in CLUSTERS:
+        print(f"  {label:<42} x{best[(label, every)][0] / floor:.1f} (the budget: x5)")
 
 
 if __name__ == "__main__":
