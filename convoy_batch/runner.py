@@ -118,7 +118,8 @@ def is_due(
     )
 
 
-def _progressing(tick: Tick, entry: ReleaseEntry) -> bool:
+def progressing(tick: Tick, entry: ReleaseEntry) -> bool:
+    """Whether the Release's rollout is Progressing (its health can wake it up)."""
     rollout = tick.status(entry.name).rollout
     return rollout is not None and rollout.state == RolloutState.PROGRESSING
 
@@ -189,7 +190,7 @@ def due_entries(
         # Health is read where it matters: a Progressing Release (its wake-ups depend on
         # it) and every Release about to be reconciled (the verdict and lastHealthy).
         inventory = None
-        if observe_first and (names or all_releases or _progressing(tick, entry)):
+        if observe_first and (names or all_releases or progressing(tick, entry)):
             inventory = observe_release(tick, entry, save=False)
         if not names and entry.name not in unfinished:
             if not is_due(tick, entry, inventory, all_releases):

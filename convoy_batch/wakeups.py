@@ -2,8 +2,8 @@
 
 Library code without Dagster: the Dagster sensor in :mod:`convoy_batch.definitions` is a
 thin shell over :func:`wake_keys` and :func:`woken`. Does I/O: reads the repository, and
-observes each Release (the observer writes health into its inventory) under the
-Release's lock, skipping Releases whose lock is held.
+observes each Progressing Release (the observer writes health into its inventory) under
+the Release's lock, skipping Releases whose lock is held.
 """
 
 import hashlib
@@ -17,7 +17,7 @@ from convoy_batch.due import DueReason, health_snapshot
 from convoy_batch.gitops import GitOpsRepo, ReleaseEntry
 from convoy_batch.hints import TickRecord
 from convoy_batch.models import ReleaseInventory, Rollout
-from convoy_batch.runner import is_due, observe_release
+from convoy_batch.runner import is_due, observe_release, progressing
 from convoy_batch.store import LockBusy
 from convoy_batch.tick import Tick, default_state_dir
 
@@ -85,9 +85,10 @@ def _keys(tick: Tick, entry: ReleaseEntry, inventory: ReleaseInventory | None) -
 
 
 def wake_keys(repo: Path, state_dir: Path, now: datetime) -> dict[str, set[str]]:
-    """Release -> the keys of its current wake-up causes (empty: none). Releases whose
-    lock is held (a reconcile is running) are left out. A clone of the remote is fetched
-    first."""
+    """Release -> the keys of its current wake-up causes (empty: none). Only a
+    Progressing Release is observed (health wakes nothing else up, as in a tick's
+    :func:`convoy_batch.runner.due_entries`); Releases whose lock is held (a reconcile
+    is running) are left out. A clone of the remote is fetched first."""
     fetch_for_reading(repo, state_dir)
     tick = Tick.open(repo, state_dir, now)
     found: dict[str, set[str]] = {}
@@ -95,7 +96,8 @@ def wake_keys(repo: Path, state_dir: Path, now: datetime) -> dict[str, set[str]]
         entry = tick.snapshot.releases[name]
         try:
             with tick.stores.locks.release(name):
-                found[name] = _keys(tick, entry, observe_release(tick, entry))
+                inventory = observe_release(tick, entry) if progressing(tick, entry) else None
+                found[name] = _keys(tick, entry, inventory)
         except LockBusy:
             continue
     return found
