@@ -21,6 +21,7 @@ import yaml
 
 from convoy_batch.assets import RELEASE_KEY, ConvoyResource, release, tick_job, tick_run_config
 from convoy_batch.definitions import (
+    WAKEUP_INTERVAL_SECONDS,
     build_definitions,
     defs,
     discover_releases,
@@ -118,6 +119,23 @@ def test_the_tick_cron_is_configurable(example: Example) -> None:
     built = build_definitions(repo=str(example.root), tick_cron="*/2 * * * *")
     schedule = built.get_repository_def().get_schedule_def("convoy_tick")
     assert schedule.cron_schedule == "*/2 * * * *"
+
+
+def test_the_wakeup_interval_is_configurable(
+    example: Example, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interval() -> int | None:
+        built = build_definitions(repo=str(example.root))
+        return built.get_repository_def().get_sensor_def("convoy_wakeups").minimum_interval_seconds
+
+    # Under the 5 s loop of Dagster's sensor daemon: evaluated on every loop.
+    assert interval() == WAKEUP_INTERVAL_SECONDS < 5
+    assert wakeups.minimum_interval_seconds == WAKEUP_INTERVAL_SECONDS
+    monkeypatch.setenv("CONVOY_WAKEUP_INTERVAL", "30")
+    assert interval() == 30
+    monkeypatch.setenv("CONVOY_WAKEUP_INTERVAL", "0")
+    with pytest.raises(dg.DagsterInvalidDefinitionError, match="CONVOY_WAKEUP_INTERVAL"):
+        build_definitions(repo=str(example.root))
 
 
 @pytest.mark.parametrize("schedule", ["convoy_tick", "convoy_full_resync"])

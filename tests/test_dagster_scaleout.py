@@ -61,6 +61,8 @@ def test_the_local_config_keeps_storage_under_dagster_home_and_limits_concurrenc
     config, _ = dagster_instance_config(str(home))
     with DagsterInstance.from_config(str(home)) as instance:
         run_storage = instance.run_storage
+        dequeue = getattr(instance.run_coordinator, "dequeue_interval_seconds", None)
+        queue = instance.get_concurrency_config().run_queue_config
 
     assert isinstance(run_storage, SqliteRunStorage)
     assert Path(run_storage._conn_string.split("///", 1)[1]).is_relative_to(home)
@@ -71,6 +73,10 @@ def test_the_local_config_keeps_storage_under_dagster_home_and_limits_concurrenc
     }
     assert limits["dagster/partition"]["value"] == {"applyLimitPerUniqueValue": True}
     assert limits["convoy/tick"]["limit"] == 1
+    # `run_queue:` beside `concurrency: runs:` sets the queue's interval and keeps its limits.
+    assert dequeue == 1
+    assert queue is not None and queue.max_concurrent_runs == 4
+    assert len(queue.tag_concurrency_limits) == 2
 
 
 def test_a_broken_scale_out_config_is_refused(home: Path) -> None:
