@@ -163,27 +163,20 @@ def build_definitions(
         assets=[release],
         jobs=[tick_job],
         schedules=[tick_schedule(cron, jobs), full_resync_schedule(jobs)],
-        sensors=[discover_releases, wakeup_sensor(_wakeup_interval())],
+        sensors=[
+            discover_releases,
+            wakeup_sensor(_positive("CONVOY_WAKEUP_INTERVAL", WAKEUP_INTERVAL_SECONDS)),
+        ],
         resources={"convoy": convoy_resource(repo, state)},
         executor=dg.in_process_executor,
     )
 
 
-def _positive(variable: str) -> int:
-    """A whole number of at least 1 from the environment (unset: 1)."""
-    text = os.environ.get(variable) or "1"
+def _positive(variable: str, default: int = 1) -> int:
+    """A whole number of at least 1 from the environment (unset: ``default``)."""
+    text = os.environ.get(variable) or str(default)
     if not text.isdigit() or int(text) < 1:
         raise dg.DagsterInvalidDefinitionError(f"${variable} must be a whole number >= 1: {text!r}")
-    return int(text)
-
-
-def _wakeup_interval() -> int:
-    """``$CONVOY_WAKEUP_INTERVAL``: the wake-up sensor's interval in seconds."""
-    text = os.environ.get("CONVOY_WAKEUP_INTERVAL") or str(WAKEUP_INTERVAL_SECONDS)
-    if not text.isdigit() or int(text) < 1:
-        raise dg.DagsterInvalidDefinitionError(
-            f"$CONVOY_WAKEUP_INTERVAL must be a whole number of seconds >= 1: {text!r}"
-        )
     return int(text)
 
 

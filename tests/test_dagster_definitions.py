@@ -19,6 +19,8 @@ import git
 import pytest
 import yaml
 
+from convoy_batch import runner
+from convoy_batch import wakeups as wakeup_keys
 from convoy_batch.assets import RELEASE_KEY, ConvoyResource, release, tick_job, tick_run_config
 from convoy_batch.definitions import (
     WAKEUP_INTERVAL_SECONDS,
@@ -313,6 +315,24 @@ def test_the_wakeup_sensor_fires_once_on_a_health_change(example: Example) -> No
 
     assert woken(first) == ["web"]
     assert woken(again) == []
+
+
+def test_the_wakeup_sensor_observes_only_progressing_releases(
+    example: Example, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cursor = settled(example)
+    example.play_controller("web")
+    example.tick(T0 + timedelta(minutes=2))  # web: Succeeded; api and reports Progressing
+    observed: list[str] = []
+
+    def observe_release(tick: Any, entry: Any, **kwargs: Any) -> Any:
+        observed.append(entry.name)
+        return runner.observe_release(tick, entry, **kwargs)
+
+    monkeypatch.setattr(wakeup_keys, "observe_release", observe_release)
+    example.wakeup(T0 + timedelta(minutes=3), cursor)
+
+    assert observed == ["api", "reports"]
 
 
 def test_the_wakeup_sensor_fires_once_when_a_deadline_passed(example: Example) -> None:
