@@ -23,6 +23,7 @@ Does I/O through the library.
 
 import os
 import warnings
+import weakref
 from collections.abc import Iterator, Mapping, Sequence, Set
 from datetime import UTC, datetime
 from pathlib import Path
@@ -215,12 +216,19 @@ HELD_CONNECTION = {"statement_timeout": 60_000, "pool_recycle": 3600, "max_overf
 connections): what ``dagster-webserver`` asks of the same storage for its own long life."""
 
 
+_HOLDING: "weakref.WeakSet[dg.DagsterInstance]" = weakref.WeakSet()
+"""Instances already told to hold their connection (key: the instance object; each is
+told once, since telling it again replaces its engine and strands the open connection)."""
+
+
 def hold_connection(instance: dg.DagsterInstance) -> None:
     """Store this run's events over one open connection. Dagster's Postgres storage opens a
     connection for every event unless told it serves a long-lived process (a connection
     costs about 10 ms, an insert on an open one 0.1 ms); a run that records a thousand
     events is one. Dagster's sqlite storage has no pool: unchanged."""
-    instance.optimize_for_webserver(**HELD_CONNECTION)
+    if instance not in _HOLDING:
+        instance.optimize_for_webserver(**HELD_CONNECTION)
+        _HOLDING.add(instance)
 
 
 def record(context: dg.OpExecutionContext, report: TickReport) -> None:

@@ -53,33 +53,37 @@ DISCOVERY_INTERVAL_SECONDS = 30
 
 
 def tick_schedule(cron: str = DEFAULT_TICK_CRON, jobs: int = 1) -> dg.ScheduleDefinition:
-    @dg.schedule(
-        name="convoy_tick",
-        cron_schedule=cron,
-        job=tick_job,
-        default_status=dg.DefaultScheduleStatus.RUNNING,
-        description="Observe, then reconcile every due Release, in one run.",
-    )
-    def convoy_tick(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
-        config = tick_run_config(jobs=jobs)
-        return dg.RunRequest(run_key=f"tick-{_when(context)}", run_config=config)
-
-    return convoy_tick
+    return _tick_run_schedule(
+        "convoy_tick", cron, "Observe, then reconcile every due Release, in one run.",
+        run_key="tick", all_releases=False, jobs=jobs,
+    )  # fmt: skip
 
 
 def full_resync_schedule(jobs: int = 1) -> dg.ScheduleDefinition:
+    return _tick_run_schedule(
+        "convoy_full_resync", FULL_RESYNC_CRON,
+        "Reconcile every Release, interval 0 included (SPEC 13).",
+        run_key="resync", all_releases=True, jobs=jobs,
+    )  # fmt: skip
+
+
+def _tick_run_schedule(
+    name: str, cron: str, description: str, *, run_key: str, all_releases: bool, jobs: int
+) -> dg.ScheduleDefinition:
+    """A schedule of ``convoy_tick`` runs, one per scheduled time (its run key)."""
+
     @dg.schedule(
-        name="convoy_full_resync",
-        cron_schedule=FULL_RESYNC_CRON,
+        name=name,
+        cron_schedule=cron,
         job=tick_job,
         default_status=dg.DefaultScheduleStatus.RUNNING,
-        description="Reconcile every Release, interval 0 included (SPEC 13).",
+        description=description,
     )
-    def full_resync(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
-        config = tick_run_config(all_releases=True, jobs=jobs)
-        return dg.RunRequest(run_key=f"resync-{_when(context)}", run_config=config)
+    def schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+        config = tick_run_config(all_releases=all_releases, jobs=jobs)
+        return dg.RunRequest(run_key=f"{run_key}-{_when(context)}", run_config=config)
 
-    return full_resync
+    return schedule
 
 
 def _when(context: dg.ScheduleEvaluationContext) -> str:
