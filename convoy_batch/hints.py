@@ -218,6 +218,8 @@ class ParseCache:
     every status, Release and live object. ``root`` is the state directory, by default
     the folder above the cache's own: a cache whose folder cannot be used (a file, a
     symlink leading out: :meth:`Stores.open` reports it) is neither read nor written.
+    The file is read on the first :meth:`get` or :meth:`put`: a tick that never asks
+    never reads it.
     """
 
     def __init__(self, path: Path, root: Path | None = None) -> None:
@@ -225,7 +227,13 @@ class ParseCache:
         self._root = real_root(root if root is not None else path.parent.parent)
         self._usable = folder_problem(path.parent, self._root) is None
         self._dirty = False
-        self._entries: dict[str, list[Any]] = self._read() if self._usable else {}
+        self._read_entries: dict[str, list[Any]] | None = None
+
+    @property
+    def _entries(self) -> dict[str, list[Any]]:
+        if self._read_entries is None:
+            self._read_entries = self._read() if self._usable else {}
+        return self._read_entries
 
     def _read(self) -> dict[str, list[Any]]:
         try:
@@ -254,9 +262,9 @@ class ParseCache:
         self._dirty = True
 
     def save(self) -> None:
-        if not self._dirty or not self._usable:
+        if not self._dirty or not self._usable or self._read_entries is None:
             return
-        body = {"format": CACHE_FORMAT, "entries": self._entries}
+        body = {"format": CACHE_FORMAT, "entries": self._read_entries}
         try:
             text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
             atomic_write(self.path, text.encode(), durable=False, root=self._root)

@@ -102,7 +102,7 @@ def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
         inventory = tick.inventory(name)
         if inventory.entries:
             cluster = resolve_cluster(tick, release)
-            rules = rules_for(release, cluster, tick.programs)
+            rules = rules_for(release, cluster, tick.programs, tick.health_memo(cluster))
             inventory = observe(inventory, tick.deployer(cluster), tick.now, rules)
         force_at = pending_force_sync(tick, release, status)
     except ConvoyError as exc:

@@ -35,7 +35,7 @@ def assess(live: Manifest | None, now: datetime, rules: Rules = NO_RULES) -> Hea
     """The health record of one live object (None: not in the cluster)."""
     rule = rules.find(live) if live is not None else None
     if live is not None and rule is not None:
-        state, message = evaluate(rule, live)
+        state, message = evaluate(rule, live, rules.memo)
     else:
         state, message = health.compute(live, now)
     return Health(

@@ -74,7 +74,7 @@ def observe_release(
         return inventory
     try:
         cluster = resolve_cluster(tick, release)
-        rules = rules_for(release, cluster, tick.programs)
+        rules = rules_for(release, cluster, tick.programs, tick.health_memo(cluster))
         observed = observe(inventory, tick.deployer(cluster), tick.now, rules)
         tick.note_inventory(observed)
         if save:

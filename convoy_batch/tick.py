@@ -4,6 +4,7 @@ Opens the GitOps repository, reads its snapshot and every status file once, and
 hands out the stores and one deployer per Cluster. Does I/O (through the stores).
 """
 
+import functools
 import logging
 import os
 import threading
@@ -11,6 +12,7 @@ from collections.abc import Callable, Collection, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
+from importlib import metadata
 from pathlib import Path
 
 from convoy_batch.deployers.base import Deployer
@@ -28,6 +30,17 @@ from convoy_batch.status_store import StatusStore
 from convoy_batch.store import InventoryStore, Locks, RenderStore, open_state
 
 log = logging.getLogger("convoy_batch")
+CEL_DISTRIBUTION = "common-expression-language"
+
+
+@functools.cache
+def _cel_library() -> str:
+    """The CEL library's name and version (read from its installed metadata, not by
+    importing it: see :mod:`convoy_batch.health_rules`)."""
+    try:
+        return f"{CEL_DISTRIBUTION} {metadata.version(CEL_DISTRIBUTION)}"
+    except metadata.PackageNotFoundError:
+        return CEL_DISTRIBUTION
 
 
 def default_state_dir(repo: Path) -> Path:
@@ -134,7 +147,7 @@ class Tick:
     """See :meth:`owners`."""
     deployer_factory: DeployerFactory = make_deployer
     """Builds the deployer of each Cluster the tick talks to (once, see :meth:`deployer`)."""
-    programs: Programs = field(default_factory=Programs)
+    programs: Programs = field(default_factory=lambda: Programs(library=_cel_library()))
     """The health rules' CEL programs, compiled once per tick by expression text."""
 
     @classmethod
@@ -172,10 +185,13 @@ class Tick:
         return self.statuses.get(name) or ReleaseStatus()
 
     def cache(self, name: str) -> ParseCache:
-        """A parse cache under ``<state>/cache/``, saved by :meth:`close`."""
-        if name not in self.caches:
-            self.caches[name] = ParseCache(self.stores.state_dir / "cache" / f"{name}.json")
-        return self.caches[name]
+        """A parse cache under ``<state>/cache/``, saved by :meth:`close` (one per name,
+        whichever thread asks first)."""
+        found = self.caches.get(name)
+        if found is None:
+            made = ParseCache(self.stores.state_dir / "cache" / f"{name}.json")
+            found = self.caches.setdefault(name, made)
+        return found
 
     def close(self) -> None:
         """Wait for the tick's writes, save what it learnt for the next one (parse caches)."""
@@ -246,6 +262,11 @@ class Tick:
         if name not in self.memos:
             self.memos[name] = self.stores.ticks.load(name)
         return self.memos[name]
+
+    def health_memo(self, cluster: Cluster) -> ParseCache:
+        """Where the results of the Cluster's health rules are remembered across ticks
+        (:mod:`convoy_batch.health_rules` states the key and invariant)."""
+        return self.cache(f"health-{cluster.name}")
 
     def deployer(self, cluster: Cluster) -> Deployer:
         """One deployer per Cluster per tick (so per-tick caches such as discovery hold)."""

@@ -384,5 +384,5 @@ def test_filter_all_holds_on_a_certificate_that_is_not_issuing_as_the_readme_war
     check = HealthCheck(
         api_version="cert-manager.io/v1", kind="Certificate", in_progress=text, current="true"
     )
-    rule = Rule.compile(check, "the README's warning", Programs())
+    rule = Rule("the README's warning", check, Programs())
     assert evaluate(rule, certificate(CERT_READY, **ISSUED))[0] == IN_PROGRESS

@@ -1,11 +1,17 @@
 """Health rules in CEL through the CLI on the directory cluster: a custom resource whose
 rule drives a rollout to Succeeded (the Cluster's rule) and to RolledBack (the Release's
 ``failed`` expression), and a broken expression that gives a clear status and no
-transition. ``tests/k8s/test_k8s_health_rules.py`` plays the same on a real API server."""
+transition; a quiet tick takes the rules' results from the state directory without
+loading the CEL library. ``tests/k8s/test_k8s_health_rules.py`` plays the same on a real
+API server."""
 
+import json
+import os
+import subprocess
+import sys
 from typing import Any
 
-from tests.scenario import CLUSTER, FAILURE_POLICY, Scenario, release_yaml
+from tests.scenario import CLUSTER, FAILURE_POLICY, PROJECT, Scenario, release_yaml
 
 WIDGET = """\
 apiVersion: ${release}.convoy.test/v1
@@ -45,16 +51,21 @@ def observed(s: Scenario, minutes: int) -> str:
     return next(line for line in result.out.splitlines() if "Widget" in line)
 
 
-def test_a_clusters_rule_holds_a_custom_resource_without_status_then_its_failed_holds(
-    scenario: Scenario,
-) -> None:
-    s = scenario
+def applied_under_the_clusters_rule(s: Scenario) -> None:
+    """The web Release with its widget applied (tick 0) under the Cluster's Widget rule,
+    its Deployment then ready."""
     s.commit({"clusters/staging.yaml": CLUSTER + health_checks("web.convoy.test")})
     s.app(extra=widget_files())
     assert s.reconcile("web", minutes=0).code == 0
     assert s.status()["rollout"]["state"] == "Progressing"
-
     s.deployment_ready()
+
+
+def test_a_clusters_rule_holds_a_custom_resource_without_status_then_its_failed_holds(
+    scenario: Scenario,
+) -> None:
+    s = scenario
+    applied_under_the_clusters_rule(s)
     assert s.reconcile("web", minutes=1).code == 0
     # Built in, a Widget without conditions is Current; the rule says "no status yet".
     assert s.status()["rollout"]["state"] == "Progressing"
@@ -75,10 +86,7 @@ def test_a_custom_resource_current_by_the_clusters_rule_makes_the_rollout_succee
     scenario: Scenario,
 ) -> None:
     s = scenario
-    s.commit({"clusters/staging.yaml": CLUSTER + health_checks("web.convoy.test")})
-    s.app(extra=widget_files())
-    assert s.reconcile("web", minutes=0).code == 0
-    s.deployment_ready()
+    applied_under_the_clusters_rule(s)
     s.set_status("web", "widget.web.convoy.test", "gadget", {"conditions": []})
     assert s.reconcile("web", minutes=1).code == 0
     assert s.status()["rollout"]["state"] == "Progressing"  # no expression true yet
@@ -158,3 +166,52 @@ def test_a_broken_expression_gives_a_clear_status_and_no_transition(scenario: Sc
     status = s.status()
     assert status["rollout"]["state"] == "Succeeded"
     assert status["lastAttempted"]["message"] == "3 objects applied"
+
+
+def reconcile_in_a_process(s: Scenario, minutes: int) -> tuple[int, bool]:
+    """``reconcile web`` in a Python process of its own: its exit code, and whether it
+    loaded the CEL library."""
+    now = f"2026-11-29T12:{minutes:02d}:00Z"
+    argv = ["--repo", str(s.root), "--state", str(s.state), "reconcile", "web", "--now", now]
+    code = (
+        "import sys\n"
+        "from convoy_batch.cli import main\n"
+        f"code = main({argv!r})\n"
+        "print('cel' in sys.modules)\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "PYTHONPATH": str(PROJECT)},
+    )  # fmt: skip
+    assert done.stdout.splitlines(), done.stderr
+    return done.returncode, done.stdout.splitlines()[-1] == "True"
+
+
+def test_a_quiet_tick_takes_the_rules_results_from_the_state_directory_without_cel(
+    scenario: Scenario,
+) -> None:
+    s = scenario
+    applied_under_the_clusters_rule(s)
+    s.set_status("web", "widget.web.convoy.test", "gadget", ready("True"))
+    assert s.reconcile("web", minutes=1).code == 0
+    assert s.status()["rollout"]["state"] == "Succeeded"
+    memo = json.loads((s.state / "cache" / "health-staging.json").read_text())["entries"]
+    assert list(memo) == ["web.convoy.test/Widget/web/gadget"]
+    assert memo["web.convoy.test/Widget/web/gadget"][1] == [
+        "Current",
+        "Widget: current is true (clusters/staging.yaml spec.healthChecks[0])",
+    ]
+    commits = len(s.status_log())
+
+    assert reconcile_in_a_process(s, 2) == (0, False)  # every result remembered
+    assert s.status()["rollout"]["state"] == "Succeeded"
+    assert len(s.status_log()) == commits
+
+    # The widget changes: the next tick evaluates its rule again.
+    s.set_status("web", "widget.web.convoy.test", "gadget", ready("False", "OutOfGadgets"))
+    assert reconcile_in_a_process(s, 3) == (0, True)
+    assert observed(s, 3) == (
+        "web: Widget.web.convoy.test web/gadget: Failed "
+        "Widget: failed is true (clusters/staging.yaml spec.healthChecks[0])"
+    )

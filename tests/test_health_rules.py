@@ -1,7 +1,11 @@
 """Health rules in CEL (``health_rules``): Flux's evaluation order, what an error gives,
-precedence (Release over Cluster over built-in), compilation once per tick, the
-observer's use of them, and the ``healthChecks`` field as a spec field."""
+precedence (Release over Cluster over built-in), compilation once per tick, results
+remembered across ticks, the observer's use of them, and the ``healthChecks`` field as a
+spec field."""
 
+import copy
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +14,7 @@ import pytest
 from convoy_batch import health_rules
 from convoy_batch.deployers.directory import DirectoryDeployer
 from convoy_batch.health_rules import NO_RULES, Programs, evaluate, rules_for
+from convoy_batch.hints import ParseCache
 from convoy_batch.models import (
     Cluster,
     HealthState,
@@ -256,7 +261,9 @@ def test_unknown_health_names_the_object_and_the_rule() -> None:
 # --- compiled once per tick ----------------------------------------------------------------
 
 
-def test_each_expression_text_is_compiled_once_per_tick(monkeypatch: pytest.MonkeyPatch) -> None:
+def counting_compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Records each expression compiled (a tick that takes every result from the memo
+    compiles none)."""
     compiled: list[str] = []
     real = health_rules._compile
 
@@ -265,6 +272,11 @@ def test_each_expression_text_is_compiled_once_per_tick(monkeypatch: pytest.Monk
         return real(text)
 
     monkeypatch.setattr(health_rules, "_compile", counting)
+    return compiled
+
+
+def test_each_expression_text_is_compiled_once_per_tick(monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled = counting_compiles(monkeypatch)
     programs = Programs()
     shared = cluster(WIDGET_RULE)
     # Two Releases use the Cluster's rule, a third its own with the same texts.
@@ -275,8 +287,112 @@ def test_each_expression_text_is_compiled_once_per_tick(monkeypatch: pytest.Monk
         for _ in range(10):
             assert evaluate(rule, widget(("Ready", "True")))[0] == CURRENT
     assert sorted(compiled) == sorted([BUSY, BROKEN, READY])
-    rules_for(release(), shared, Programs())  # the next tick compiles again
-    assert len(compiled) == 6
+    next_tick = rules_for(release(), shared, Programs()).find(widget())
+    assert next_tick is not None and len(compiled) == 3  # compiled on first evaluation
+    evaluate(next_tick, widget(("Ready", "True")))
+    assert len(compiled) == 6  # the next tick compiles again
+
+
+# --- remembered across ticks ---------------------------------------------------------------
+
+ORIGIN = "releases/web.yaml spec.healthChecks[0]"
+CONFIGMAP_RULE = {"apiVersion": "v1", "kind": "ConfigMap", "current": "true"}
+
+
+def next_tick(
+    path: Path, obj: dict[str, Any], *checks: dict[str, Any], library: str = "cel 1"
+) -> tuple[HealthState, str]:
+    """``obj``'s health on a tick of its own: new programs, the memo read from ``path``
+    and saved after, as a tick does."""
+    memo = ParseCache(path)
+    programs = Programs(library=library)
+    rule = rules_for(release(*checks or (WIDGET_RULE,)), None, programs, memo).find(obj)
+    assert rule is not None
+    result = evaluate(rule, obj, memo)
+    memo.save()
+    return result
+
+
+def test_a_remembered_result_is_the_next_ticks_without_compiling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "cache" / "health-staging.json"
+    compiled = counting_compiles(monkeypatch)
+    obj = widget(("Ready", "True"))
+    first = next_tick(path, obj)
+    assert first == (CURRENT, f"Widget: current is true ({ORIGIN})")
+    assert len(compiled) == 3
+
+    assert next_tick(path, copy.deepcopy(obj)) == first
+    assert len(compiled) == 3  # nothing compiled, so nothing evaluated
+    entries = json.loads(path.read_text())["entries"]
+    assert list(entries) == ["example.com/Widget/web/gadget"]
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        pytest.param(
+            {"obj": widget(("Ready", "False"))},
+            (FAILED, f"Widget: failed is true ({ORIGIN})"),
+            id="the-object",
+        ),
+        pytest.param(
+            {"checks": ({**WIDGET_RULE, "current": "false"},)},
+            (IN_PROGRESS, f"Widget: no health expression is true yet ({ORIGIN})"),
+            id="an-expression",
+        ),
+        pytest.param(
+            {"checks": (CONFIGMAP_RULE, WIDGET_RULE)},
+            (CURRENT, "Widget: current is true (releases/web.yaml spec.healthChecks[1])"),
+            id="where-the-rule-is-written",
+        ),
+        pytest.param(
+            {"library": "cel 2"},
+            (CURRENT, f"Widget: current is true ({ORIGIN})"),
+            id="the-cel-library",
+        ),
+    ],
+)
+def test_a_result_is_evaluated_again_when_what_it_depends_on_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: dict[str, Any], expected: Any
+) -> None:
+    path = tmp_path / "cache" / "health-staging.json"
+    next_tick(path, widget(("Ready", "True")))
+    compiled = counting_compiles(monkeypatch)
+    obj = change.get("obj", widget(("Ready", "True")))
+    checks = change.get("checks", (WIDGET_RULE,))
+    assert next_tick(path, obj, *checks, library=change.get("library", "cel 1")) == expected
+    assert compiled  # evaluated, not remembered
+    assert next_tick(path, obj, *checks, library=change.get("library", "cel 1")) == expected
+
+
+def test_a_remembered_entry_that_is_not_a_result_is_evaluated_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "cache" / "health-staging.json"
+    obj = widget(("Ready", "False"))
+    expected = next_tick(path, obj)
+    body = json.loads(path.read_text())
+    for garbage in (["Healthy", "made up"], ["Current"], "Current", ["Current", 1]):
+        body["entries"]["example.com/Widget/web/gadget"][1] = garbage
+        path.write_text(json.dumps(body))
+        compiled = counting_compiles(monkeypatch)
+        assert next_tick(path, obj) == expected
+        assert compiled, garbage
+
+
+def test_an_object_that_is_not_plain_data_is_evaluated_and_not_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "cache" / "health-staging.json"
+    obj = widget(("Ready", "True"))
+    obj["status"]["since"] = datetime(2026, 11, 29, 12, tzinfo=UTC)  # as a YAML loader makes
+    assert next_tick(path, obj)[0] == CURRENT
+    assert not path.exists()  # nothing to remember, nothing written
+    compiled = counting_compiles(monkeypatch)
+    assert next_tick(path, obj)[0] == CURRENT
+    assert compiled
 
 
 # --- the field ------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ first, with a status subresource that the test writes as the resource's controll
 would) whose rule drives the rollout to Succeeded, to RolledBack when its ``failed``
 expression holds, and a broken expression that gives a clear status and no transition."""
 
+import json
 from typing import Any
 
 from kubernetes import client
@@ -87,6 +88,12 @@ def test_a_clusters_rule_holds_a_custom_resource_until_its_current_expression_ho
     status = s.status(name)
     assert status["rollout"]["state"] == "Succeeded"
     assert status["lastHealthy"]["renderRef"] == status["rollout"]["renderRef"]
+    # What the server returns is plain data: the result is remembered for the next tick.
+    memo = json.loads((s.state / "cache" / "health-staging.json").read_text())["entries"]
+    assert memo[f"{name}.convoy.test/Widget/{name}/gadget"][1] == [
+        "Current",
+        "Widget: current is true (clusters/staging.yaml spec.healthChecks[0])",
+    ]
 
 
 def test_the_releases_failed_expression_rolls_back_on_the_server(kscenario: KubeScenario) -> None:
