@@ -31,7 +31,7 @@ from convoy_batch.assets import (
     tick_job,
     tick_run_config,
 )
-from convoy_batch.wakeups import release_names, wake_keys, woken
+from convoy_batch.wakeups import release_names, wake_keys, woken, woken_tag
 
 # Dagster 1.13 re-creates a sensor that targets a job when it resolves the definitions
 # (SensorDefinition.with_updated_jobs passes ``owners``) and warns that the parameter is
@@ -144,7 +144,7 @@ def _wakeups(context: dg.SensorEvaluationContext, convoy: ConvoyResource) -> dg.
     request = dg.RunRequest(
         run_key=f"wakeup-{key}",
         run_config=tick_run_config(names),
-        tags={"convoy/woken": ",".join(names)[:200]},
+        tags={"convoy/woken": woken_tag(names)},
     )
     return dg.SensorResult(run_requests=[request], cursor=cursor)
 

@@ -7,7 +7,7 @@ the Release's lock, skipping Releases whose lock is held.
 """
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -106,3 +106,25 @@ def wake_keys(repo: Path, state_dir: Path, now: datetime) -> dict[str, set[str]]
 def woken(current: Mapping[str, Iterable[str]], seen: Mapping[str, Iterable[str]]) -> list[str]:
     """Releases with a wake-up cause not already acted on (``seen``: the last keys)."""
     return sorted(name for name, keys in current.items() if set(keys) - set(seen.get(name, ())))
+
+
+TAG_LIMIT = 200
+"""The longest value of a wake-up run's ``convoy/woken`` tag."""
+
+
+def woken_tag(names: Sequence[str], limit: int = TAG_LIMIT) -> str:
+    """The woken Releases for a run's tag: all of them, comma-separated, or as many whole
+    names as fit in ``limit`` characters followed by how many more."""
+    text = ",".join(names)
+    if len(text) <= limit:
+        return text
+    shown: list[str] = []
+    length = 0
+    for name in names:
+        grown = length + (1 if shown else 0) + len(name)
+        if grown + len(f" and {len(names) - len(shown) - 1} more") > limit:
+            break
+        shown.append(name)
+        length = grown
+    more = len(names) - len(shown)
+    return f"{','.join(shown)} and {more} more" if shown else f"{more} Releases"

@@ -314,7 +314,22 @@ def test_the_wakeup_sensor_fires_once_on_a_health_change(example: Example) -> No
     again = example.wakeup(T0 + timedelta(minutes=2, seconds=15), first.cursor)
 
     assert woken(first) == ["web"]
+    assert first.run_requests and first.run_requests[0].tags["convoy/woken"] == "web"
     assert woken(again) == []
+
+
+def test_a_wakeup_runs_tag_names_whole_releases_then_how_many_more() -> None:
+    names = [f"app-{n:04d}" for n in range(1000)]
+    tag = wakeup_keys.woken_tag(names)
+    shown, more = tag.split(" and ")
+    assert len(tag) <= wakeup_keys.TAG_LIMIT < len(tag) + len(",app-0000")
+    assert shown.split(",") == names[: len(shown.split(","))]  # whole names, in order
+    assert more == f"{1000 - len(shown.split(','))} more"
+    assert wakeup_keys.woken_tag(names[:3]) == "app-0000,app-0001,app-0002"
+    exact = wakeup_keys.woken_tag(names[:3], limit=len("app-0000,app-0001,app-0002"))
+    assert exact == "app-0000,app-0001,app-0002"
+    assert wakeup_keys.woken_tag(names[:3], limit=19) == "app-0000 and 2 more"  # 19 characters
+    assert wakeup_keys.woken_tag(names[:3], limit=5) == "3 Releases"
 
 
 def test_the_wakeup_sensor_observes_only_progressing_releases(
