@@ -1,11 +1,12 @@
 """Render a Release's source into objects (SPEC 3 steps 2-6). Pure: no I/O.
 
-Variables are substituted in the file text, the files are parsed as kubectl parses
-them (YAML 1.1 scalars as go-yaml v2 resolves them, timestamps and binary kept as
-their text), namespaces defaulted, duplicates refused, and the object list hashed
-into the ``renderRef``. Only then are the convoy label and render annotation added,
-so equal content gives the same ref on every machine. A render is at most
-:data:`MAX_OBJECTS` objects and :data:`MAX_BYTES` of canonical JSON (RenderFailed).
+Declared variables are substituted in the file text (any other ``${...}`` stays as
+written), the files are parsed as kubectl parses them (YAML 1.1 scalars as go-yaml v2
+resolves them, timestamps and binary kept as their text), namespaces defaulted,
+duplicates refused, and the object list hashed into the ``renderRef``. Only then are
+the convoy label and render annotation added, so equal content gives the same ref on
+every machine. A render is at most :data:`MAX_OBJECTS` objects and :data:`MAX_BYTES`
+of canonical JSON (RenderFailed).
 """
 
 import hashlib
@@ -55,7 +56,6 @@ expanded), so a render far over the limit is refused before its JSON is made."""
 # --- Step 2: variables -----------------------------------------------------------------
 
 _REFERENCE = re.compile(r"\$(\$?)\{([^}\n]*)\}")
-_VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
 
 def variables_for(release: Release, cluster: Cluster) -> dict[str, str]:
@@ -69,10 +69,11 @@ def variables_for(release: Release, cluster: Cluster) -> dict[str, str]:
 
 
 def substitute(text: str, variables: Mapping[str, str], where: str) -> str:
-    """Replace every ``${name}``; ``$${x}`` is a literal ``${x}``. Every ``${...}`` is a
-    reference: an undefined or malformed one is a RenderFailed naming it and ``where``.
-    A text that substitution would grow past the file limit (``yamlload.MAX_TEXT``) is a
-    RenderFailed before it is made."""
+    """Replace ``${name}`` where ``name`` is one of ``variables`` (substitution only where
+    asked: a built-in, or declared in ``vars``); ``$${x}`` is a literal ``${x}``; any other
+    ``${...}`` is left as written (a shell script's ``${FRONTEND_ADDR}`` in public
+    content, which Argo CD never substitutes either). A text that substitution would grow
+    past the file limit (``yamlload.MAX_TEXT``) is a RenderFailed before it is made."""
     if "${" not in text:
         return text
     length = len(text)
@@ -82,17 +83,16 @@ def substitute(text: str, variables: Mapping[str, str], where: str) -> str:
         escaped, name = match.group(1), match.group(2)
         if escaped:
             return match.group(0)[1:]
-        if not _VARIABLE_NAME.match(name):
-            raise RenderFailed(f"{where}: invalid variable reference ${{{name}}}")
-        if name not in variables:
-            raise RenderFailed(f"{where}: undefined variable ${{{name}}}")
-        length += len(variables[name]) - len(match.group(0))
+        value = variables.get(name)
+        if value is None:
+            return match.group(0)
+        length += len(value) - len(match.group(0))
         if length > yamlload.MAX_TEXT:
             raise RenderFailed(
                 f"{where}: over {yamlload.MAX_TEXT} characters once variables are "
                 f"substituted; at most {yamlload.MAX_TEXT} are read"
             )
-        return variables[name]
+        return value
 
     return _REFERENCE.sub(replace, text)
 

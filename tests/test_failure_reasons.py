@@ -40,6 +40,13 @@ from tests.scenario import T0, Result, Scenario, release_yaml
 NAMES = ("web", "bad")
 
 
+BAD_WAVE = (
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n"
+    "  annotations: {convoy.dev/sync-wave: nope}\n"
+)
+"""A manifest whose wave annotation is no number: a RenderFailed naming 'nope'."""
+
+
 def in_bad(key: ObjectKey) -> bool:
     return key.namespace == "bad"
 
@@ -100,7 +107,7 @@ def drop_config(s: Scenario) -> None:
 
 
 def break_a_manifest(s: Scenario) -> None:
-    s.commit({"apps/bad/configmap.yaml": "kind: ConfigMap\nmetadata: {name: ${nope}}\n"})
+    s.commit({"apps/bad/configmap.yaml": BAD_WAVE})
 
 
 def lose_the_source(s: Scenario) -> None:

@@ -334,7 +334,7 @@ def _cases() -> dict[str, Case]:
     # --- the manifests
     render = "RenderFailed"
     bad_manifests = {
-        "undefined-variable": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${nope}}\n",
+        "unquoted-reference-in-flow": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${nope}}\n",
         "manifest-syntax": "apiVersion: v1\nkind: ConfigMap\nmetadata: [\n",
         "manifest-a-list": "- apiVersion: v1\n  kind: ConfigMap\n",
         "manifest-a-scalar": "hello\n",

@@ -65,17 +65,24 @@ def test_a_double_dollar_is_a_literal_reference() -> None:
 
 
 @pytest.mark.parametrize(
-    ("reference", "message"),
+    "reference",
     [
-        pytest.param("${nope}", "app/a.yaml: undefined variable ${nope}", id="undefined"),
-        pytest.param("${a:-b}", "app/a.yaml: invalid variable reference ${a:-b}", id="malformed"),
+        pytest.param("${FRONTEND_ADDR}", id="undeclared"),
+        pytest.param("${PODINFO_SVC}/token", id="undeclared-in-a-url"),
+        pytest.param("${HOME:-/root}", id="shell-default"),
+        pytest.param("${}", id="empty"),
+        pytest.param("${a b}", id="not-a-name"),
     ],
 )
-def test_an_undefined_variable_is_a_render_failure_naming_it_and_the_file(
-    reference: str, message: str
-) -> None:
-    with pytest.raises(RenderFailed, match=re.escape(message)):
-        run({"app/a.yaml": cm("a", f"data: {{x: '{reference}'}}\n")})
+def test_a_reference_to_no_declared_variable_is_left_as_written(reference: str) -> None:
+    result = run({"app/a.yaml": cm("a", f"data: {{x: '{reference} ${{env}}'}}\n")})
+    assert manifests(result)["a"]["data"]["x"] == f"{reference} staging"
+
+
+def test_a_release_variable_is_substituted_where_a_script_also_uses_its_own() -> None:
+    script = "data: {run: 'curl -s http://${FRONTEND_ADDR}/ -H x-env:${env}'}\n"
+    result = run({"app/a.yaml": cm("a", script)}, vars={"FRONTEND_ADDR": "frontend:80"})
+    assert manifests(result)["a"]["data"]["run"] == "curl -s http://frontend:80/ -H x-env:staging"
 
 
 def test_namespaced_objects_get_the_release_namespace_and_keep_their_own() -> None:

@@ -10,6 +10,12 @@ import git
 
 from tests.scenario import FAILURE_POLICY, Scenario, release_yaml
 
+BAD_WAVE = (
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n"
+    "  annotations: {convoy.dev/sync-wave: nope}\n"
+)
+"""A manifest whose wave annotation is no number: a RenderFailed naming 'nope'."""
+
 
 def succeed_first_render(s: Scenario, image: str = "1.0") -> str:
     """Roll web out to Succeeded; returns its renderRef."""
@@ -163,7 +169,7 @@ def test_without_failure_policy_there_is_no_rollout_but_last_healthy_is_kept(
 
 def test_a_render_error_keeps_the_rolled_back_state(scenario: Scenario) -> None:
     roll_back_a_second_render(scenario)
-    scenario.commit({"apps/web/broken.yaml": "kind: ConfigMap\nmetadata: {name: ${nope}}\n"})
+    scenario.commit({"apps/web/broken.yaml": BAD_WAVE})
     result = scenario.reconcile("web", minutes=4)
     assert result.code == 1
     assert "nope" in result.err
