@@ -118,6 +118,10 @@ class Meaning:
     prune: bool = True
     ignored: bool = False
     """Never applied, never pruned (Argo CD ``Skip``, Flux ``ssa: Ignore``)."""
+    dropped: bool = False
+    """Not part of a sync at all (Helm's tests, delete and rollback hooks): ignored, and
+    left out of the render and its renderRef, so a test hook named with ``randAlphaNum``
+    does not make every run of the chart a new render."""
     create_only: bool = False
     """Applied only when it does not exist live (Flux ``ssa: IfNotPresent``)."""
     delete_when: frozenset[HealthState] = frozenset()
@@ -139,6 +143,7 @@ def meaning(annotations: Mapping[str, Any], where: str) -> Meaning:
         hook=hook,
         prune=note.prune(),
         ignored=skip or note.flux_ignored(),
+        dropped=skip and note.helm_dropped(),
         create_only=note.flux_ssa() == "IfNotPresent",
         delete_when=note.delete_when(),
     )
@@ -214,6 +219,11 @@ class _Reader:
                 raise self.refuse(HELM_HOOK, item, expected)
         found = [HELM_HOOKS[item] for item in items if HELM_HOOKS[item] is not None]
         return (found[0], False) if found else (None, True)
+
+    def helm_dropped(self) -> bool:
+        """Skipped by Helm's annotation alone (no convoy or Argo CD hook annotation): every
+        hook it names is one a sync never runs."""
+        return ANNOTATION_HOOK not in self.annotations and ARGO_HOOK not in self.annotations
 
     def delete_when(self) -> frozenset[HealthState]:
         if ARGO_HOOK_DELETE_POLICY not in self.annotations and (

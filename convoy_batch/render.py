@@ -18,7 +18,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from convoy_batch import yamlload
-from convoy_batch.annotations import meaning
+from convoy_batch.annotations import ARGO_HOOK, FLUX_RECONCILE, FLUX_SSA, meaning
 from convoy_batch.errors import RenderFailed
 from convoy_batch.kinds import cluster_scoped_crds, group_of, is_cluster_scoped, kind_rank
 from convoy_batch.models import (
@@ -190,6 +190,37 @@ def _check_duplicates(objects: Sequence[tuple[str, Manifest]]) -> None:
         seen[key.identity()] = where
 
 
+# --- Objects outside the sync ------------------------------------------------------------
+
+IGNORE_MARKERS = (ARGO_HOOK, FLUX_SSA, FLUX_RECONCILE)
+"""The annotations that can make an object ignored: all an ignored object keeps in the
+render (:func:`_outside_the_sync`)."""
+
+
+def _outside_the_sync(objects: Sequence[tuple[str, Manifest]]) -> list[tuple[str, Manifest]]:
+    """What of the objects enters the render and its renderRef: dropped objects (Helm's
+    tests, delete and rollback hooks) not at all, ignored ones (Argo CD ``Skip``, Flux
+    ``ssa: Ignore``) as their identity and the annotations that ignore them, so their
+    content changes no renderRef while a render reloaded from the store still knows them
+    (prune spares them). The rest as they are."""
+    kept = []
+    for where, obj in objects:
+        annotations = obj["metadata"].get("annotations") or {}
+        note = meaning(annotations, f"{where}: {key_of(obj)}")
+        if note.dropped:
+            continue
+        if note.ignored:
+            obj = _identity_stub(obj, annotations)
+        kept.append((where, obj))
+    return kept
+
+
+def _identity_stub(obj: Manifest, annotations: Mapping[str, Any]) -> Manifest:
+    meta = {k: obj["metadata"][k] for k in ("name", "namespace") if k in obj["metadata"]}
+    meta["annotations"] = {k: annotations[k] for k in IGNORE_MARKERS if k in annotations}
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": meta}
+
+
 # --- Step 5: the canonical form and its hash ------------------------------------------------
 
 
@@ -336,6 +367,7 @@ def render_files(
     renderer wrote (``*.json`` names are read as JSON, the rest as YAML streams)."""
     objects = _parse_source(files, variables_for(release, cluster), release.name)
     _default_namespaces(objects, release.spec.namespace)
+    objects = _outside_the_sync(objects)
     _check_duplicates(objects)
     if not objects and not release.spec.sync_policy.allow_empty:
         path = release.spec.source.path

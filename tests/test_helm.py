@@ -102,8 +102,12 @@ def test_a_chart_renders_with_its_values_and_its_hooks_as_convoy_hooks(
     assert live["spec"]["replicas"] == 2  # the values file
     assert scenario.deployment_image() == "example/web:2.0"  # the inline values win
     calls = helm_tools.call_log()
-    assert len(calls) == 1, calls  # one render: the second tick reused it
-    assert calls[0].startswith("helm template web apps/web --namespace web --include-crds ")
+    # A new render is made twice (a chart whose output varies is refused); the second
+    # tick reused it.
+    assert len(calls) == 2, calls
+    assert all(
+        c.startswith("helm template web apps/web --namespace web --include-crds ") for c in calls
+    )
 
 
 CONFIG = """\
@@ -147,7 +151,7 @@ def test_a_chart_rolls_out_rolls_back_and_prunes(scenario: Scenario, helm_tools:
     assert scenario.status()["rollout"]["state"] == "RolledBack"
     assert scenario.deployment_image() == "example/web:2.0"  # the last healthy render
     assert scenario.live("web", "configmap", "web-config")["data"] == {"env": "staging"}
-    assert len(helm_tools.call_log()) == 2  # one render per commit
+    assert len(helm_tools.call_log()) == 4  # one render per commit, each made twice
 
 
 def test_a_failing_chart_gives_the_end_of_helms_stderr(
@@ -230,3 +234,69 @@ def test_a_kubernetes_server_out_of_reach_is_cluster_unavailable_for_its_chart_a
     assert "clusters/remote.yaml" in message and "\n" not in message
     assert "Traceback" not in result.err
     assert last_attempt(scenario, "plain")[0] == "Synced"
+
+
+TEST_HOOK = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {{ .Release.Name }}-test-{{ randAlphaNum 5 | lower }}
+  annotations:
+    helm.sh/hook: test-success
+spec:
+  restartPolicy: Never
+  containers: [{name: curl, image: curlimages/curl, command: [sh, -c, "curl ${WEB_SVC}/"]}]
+"""
+
+
+def test_a_chart_renders_once_per_change_whatever_its_test_hooks_are_named(
+    scenario: Scenario, helm_tools: Tools
+) -> None:
+    s = scenario
+    s.commit({"apps/web/templates/tests/curl.yaml": TEST_HOOK})
+    chart_repo(s)
+    assert s.reconcile("web", minutes=0).code == 0
+    migrated(s)
+    assert s.reconcile("web", minutes=1).code == 0
+    s.deployment_ready()
+    assert s.reconcile("web", minutes=2).code == 0
+    assert s.status()["rollout"]["state"] == "Succeeded"
+    first = s.status()["lastAttempted"]["renderRef"]
+    runs, log = len(helm_tools.call_log()), s.status_log()
+    # An unrelated commit is an input of the chart's render (every file of the commit):
+    # helm runs again, and its randomly named test Pod changes nothing.
+    s.commit({"docs/NOTES.md": "nothing the chart reads\n"}, "notes")
+    result = s.reconcile("web", minutes=3)
+    assert result.code == 0, result.err
+    assert len(helm_tools.call_log()) == runs + 1  # the same ref as before: made once
+    assert s.status()["lastAttempted"]["renderRef"] == first
+    assert s.status_log() == log  # no new render, no status commit
+    assert not list((s.state / "clusters" / "staging").rglob("*web-test-*"))
+
+
+RANDOM_CONFIG = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-password
+data:
+  password: {{ randAlphaNum 16 | quote }}
+"""
+
+
+def test_a_chart_whose_objects_are_random_on_every_run_is_refused_naming_them(
+    scenario: Scenario, helm_tools: Tools
+) -> None:
+    s = scenario
+    s.commit({"apps/web/templates/password.yaml": RANDOM_CONFIG})
+    chart_repo(s)
+    s.app("plain")
+    result = s.reconcile(minutes=0)
+    assert result.code == 1
+    reason, message = last_attempt(s, "web")
+    assert reason == "RenderFailed"
+    assert "differs from one run to the next" in message
+    assert "ConfigMap web/web-password" in message and "\n" not in message
+    assert f"web: RenderFailed: {message}" in result.err
+    assert not s.object_path("web", "configmap", "web-password").exists()
+    assert last_attempt(s, "plain")[0] == "Synced"

@@ -146,13 +146,14 @@ def test_a_peer_annotation_means_what_the_table_says(
     assert meaning_of(the_object(notes)) == PLAIN | meant
 
 
-IGNORING_ROWS = [
+IGNORED_ROWS = [
     {HOOK: "Skip"},
     {SSA: "Ignore"},
     {SSA: "ignore"},
     {RECONCILE: "disabled"},
-    *({HELM: hook} for hook, phase in annotations.HELM_HOOKS.items() if phase is None),
 ]
+DROPPED_ROWS = [{HELM: hook} for hook, phase in annotations.HELM_HOOKS.items() if phase is None]
+IGNORING_ROWS = IGNORED_ROWS + DROPPED_ROWS
 
 
 def test_every_value_the_code_knows_has_a_row() -> None:
@@ -169,13 +170,36 @@ def test_every_value_the_code_knows_has_a_row() -> None:
     assert known <= tested, sorted(known - tested)
 
 
-@pytest.mark.parametrize("notes", IGNORING_ROWS, ids=lambda n: "-".join(n.values()))
+@pytest.mark.parametrize("notes", IGNORED_ROWS, ids=lambda n: "-".join(n.values()))
 def test_skipped_and_ignored_objects_are_never_applied(notes: dict[str, str]) -> None:
     result = run({"app/a.yaml": job("kept", {}) + "---\n" + job("left", notes)})
     assert [o.key.name for o in result.objects] == ["kept"]
     assert [key.name for key in result.ignored] == ["left"]
     again = load_render(result.canonical, "web", result.revision)
     assert [key.name for key in again.ignored] == ["left"]
+
+
+@pytest.mark.parametrize("notes", IGNORED_ROWS, ids=lambda n: "-".join(n.values()))
+def test_an_ignored_object_enters_the_render_ref_by_its_identity_alone(
+    notes: dict[str, str],
+) -> None:
+    one = run({"app/a.yaml": job("kept", {}) + "---\n" + job("left", notes)})
+    other = job("left", notes) + "spec: {backoffLimit: 9}\n"
+    two = run({"app/a.yaml": job("kept", {}) + "---\n" + other})
+    assert two.ref == one.ref
+    renamed = run({"app/a.yaml": job("kept", {}) + "---\n" + job("right", notes)})
+    assert renamed.ref != one.ref  # which objects are spared is part of the render
+
+
+@pytest.mark.parametrize("notes", DROPPED_ROWS, ids=lambda n: "-".join(n.values()))
+def test_helm_hooks_no_sync_runs_are_left_out_of_the_render_and_its_ref(
+    notes: dict[str, str],
+) -> None:
+    alone = run({"app/a.yaml": job("kept", {})})
+    result = run({"app/a.yaml": job("kept", {}) + "---\n" + job("test-x7k2q", notes)})
+    assert [o.key.name for o in result.objects] == ["kept"]
+    assert result.ignored == ()
+    assert (result.ref, result.canonical) == (alone.ref, alone.canonical)
 
 
 def test_argo_hook_phases_order_presync_sync_waves_postsync_and_leave_syncfail_out() -> None:

@@ -10,8 +10,8 @@ import json
 from dataclasses import dataclass
 
 from convoy_batch.deployers.base import Capabilities, Describes
-from convoy_batch.errors import ClusterNotFound
-from convoy_batch.models import Cluster, HelmRender, Release
+from convoy_batch.errors import ClusterNotFound, RenderFailed
+from convoy_batch.models import Cluster, CommandRender, HelmRender, Release, key_of
 from convoy_batch.render import Render, load_render
 from convoy_batch.renderers import render_inputs, render_release
 from convoy_batch.tick import Tick
@@ -82,9 +82,51 @@ def stage_render(tick: Tick, release: Release) -> Rendered:
         made = load_render(blob, release.name, listing.revision)
     else:
         made = render_release(release, cluster, tick.sources, tick.stores.state_dir, server)
+        if _may_vary(release) and made.ref != memo.render_ref:
+            again = render_release(release, cluster, tick.sources, tick.stores.state_dir, server)
+            _check_stable(release, made, again)
     tick.render_keys[release.name] = (key, made.ref)
     tick.owners().note_render(release.name, (o.key for o in made.objects))
     rendered = Rendered(cluster=cluster, render=made)
     with tick.lock:
         tick.rendered[release.name] = rendered
     return rendered
+
+
+MAX_NAMED = 3
+"""Objects a render that varies names, at most (then how many more)."""
+
+
+def _may_vary(release: Release) -> bool:
+    """A renderer whose templates may call random functions (Helm's ``randAlphaNum``, a
+    Command's program); Plain, Kustomize and Jsonnet give the same output for the same
+    input by construction."""
+    return isinstance(release.spec.source.render, (HelmRender, CommandRender))
+
+
+def _check_stable(release: Release, first: Render, second: Render) -> None:
+    """A new render of a renderer that may vary is made twice: two runs that disagree mean
+    a render that would be new on every run (and roll out for ever), a RenderFailed naming
+    the objects that differ. Only a ref unlike the last one is checked, so an unchanged
+    chart costs one run."""
+    if first.ref == second.ref:
+        return
+    ones, twos = _by_identity(first), _by_identity(second)
+    differing = sorted(
+        {key for key in ones.keys() | twos.keys() if ones.get(key) != twos.get(key)}, key=str
+    )
+    named = ", ".join(differing[:MAX_NAMED])
+    if len(differing) > MAX_NAMED:
+        named += f" and {len(differing) - MAX_NAMED} more"
+    spec = release.spec.source
+    raise RenderFailed(
+        f"{spec.render.type} render of source.path {spec.path!r} differs from one run to the "
+        f"next (random values: set them in the values): {named}"
+    )
+
+
+def _by_identity(render: Render) -> dict[str, str]:
+    """Each object of the render's canonical JSON by its key's text."""
+    return {
+        str(key_of(obj)): json.dumps(obj, sort_keys=True) for obj in json.loads(render.canonical)
+    }
