@@ -21,6 +21,7 @@ from typing import Literal
 
 from convoy_batch.errors import StateFailed
 from convoy_batch.models import Model, Phase, ReleaseStatus, parse_model
+from convoy_batch.names import is_label
 from convoy_batch.statefiles import atomic_write, os_problem, read_file, real_root
 from convoy_batch.store import check_release_name
 
@@ -97,6 +98,8 @@ class IntentStore:
         return {f.removesuffix(".json") for f in files if f.endswith(".json")}
 
     def clear(self, release: str) -> None:
+        if not is_label(release):
+            return  # an invalid file keyed by its file name: it never has a record
         try:
             self.path(release).unlink(missing_ok=True)
         except OSError as exc:
