@@ -97,6 +97,23 @@ def substitute(text: str, variables: Mapping[str, str], where: str) -> str:
     return _REFERENCE.sub(replace, text)
 
 
+def _left_as_written(text: str, variables: Mapping[str, str]) -> str:
+    """A hint for a file that does not parse: the references it kept (no such variable is
+    declared), the likely cause when a file written for substitution meets a Cluster that
+    lacks one of its ``vars``."""
+    kept = sorted(
+        {
+            m.group(0)
+            for m in _REFERENCE.finditer(text)
+            if not m.group(1) and m.group(2) not in variables
+        }
+    )
+    if not kept:
+        return ""
+    shown = ", ".join(kept[:3]) + (f" and {len(kept) - 3} more" if len(kept) > 3 else "")
+    return f" ({shown}: no such variable is declared, left as written)"
+
+
 # --- Step 1 (parse) ----------------------------------------------------------------------
 
 
@@ -143,7 +160,11 @@ def _parse_source(
     objects: list[tuple[str, Manifest]] = []
     size = 0
     for file in files:
-        docs = parse_file(file.path, substitute(file.text, variables, file.path))
+        text = substitute(file.text, variables, file.path)
+        try:
+            docs = parse_file(file.path, text)
+        except RenderFailed as exc:
+            raise RenderFailed(str(exc) + _left_as_written(file.text, variables)) from None
         size += sum(doc.size for doc in docs)
         _check_limits(release, len(objects) + len(docs), size)
         for index, doc in enumerate(docs, start=1):

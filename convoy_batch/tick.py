@@ -16,7 +16,7 @@ from importlib import metadata
 from pathlib import Path
 
 from convoy_batch.deployers.base import Deployer
-from convoy_batch.deployers.directory import DirectoryDeployer
+from convoy_batch.deployers.directory import DirectoryDeployer, cluster_root
 from convoy_batch.deployers.simulated import SimulatedDeployer
 from convoy_batch.gitops import GitOpsRepo, GitOpsSnapshot
 from convoy_batch.health_rules import Programs
@@ -103,11 +103,8 @@ def make_deployer(
         from convoy_batch.deployers import kubernetes  # only Kubernetes Clusters pay its import
 
         return kubernetes.from_cluster(cluster, state_dir, releases)
-    path = Path(spec.directory.path) if spec.directory else Path("clusters") / cluster.name
-    if path.is_absolute():
-        directory = DirectoryDeployer(path, cache)
-    else:  # relative to the state directory, and never written outside it
-        directory = DirectoryDeployer(state_dir / path, cache, within=state_dir)
+    root, within = cluster_root(cluster, state_dir)  # never written outside ``within``
+    directory = DirectoryDeployer(root, cache, within=within)
     if spec.simulate is not None and now is not None:
         return SimulatedDeployer(directory, spec.simulate, now)
     return directory
