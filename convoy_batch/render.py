@@ -287,14 +287,25 @@ class RenderedObject:
     """A hook is deleted once its health is one of these (Argo CD delete policies)."""
     create_only: bool = False
     """Applied only while it does not exist live (Flux ``ssa: IfNotPresent``)."""
+    hooks: tuple[HookName, ...] = ()
+    """Every hook phase it is applied in, in sync order (``hook`` is the first); empty
+    for an object that is no hook."""
 
     @property
     def phase(self) -> Phase:
+        """Its first phase: the inventory entry's ``wave``."""
         return self.hook if self.hook is not None else self.wave
+
+    @property
+    def phases(self) -> tuple[Phase, ...]:
+        """Each phase that applies it: its hook phases, else its wave."""
+        if self.hook is None:
+            return (self.wave,)
+        return self.hooks or (self.hook,)
 
     def apply_order(self) -> tuple[int, int, int, str, str, str, str]:
         """PreSync and Sync hooks, then (wave, kind order, name), PostSync and SyncFail
-        hooks last."""
+        hooks last; a hook of several phases by its first."""
         key = self.key
         return (
             _HOOK_RANK[self.hook],
@@ -323,17 +334,25 @@ class Render:
     def phases(self) -> tuple[Phase, ...]:
         """The phases of a sync, in order (SyncFail hooks are in none of them)."""
         waves = [obj.wave for obj in self.objects if obj.hook is None]
-        return order_phases(waves, {obj.hook for obj in self.objects if obj.hook is not None})
+        hooks = {p for obj in self.objects if obj.hook is not None for p in obj.phases}
+        return order_phases(waves, hooks)
 
     def by_phase(self, phase: Phase) -> tuple[RenderedObject, ...]:
+        """The objects applied in ``phase``: a hook of several phases is in each."""
         return self._phases.get(phase, ())
 
     @cached_property
     def _phases(self) -> dict[Phase, tuple[RenderedObject, ...]]:
-        """Phase -> its objects in apply order (made once per Render, which is frozen)."""
+        """Phase -> its objects in apply order (made once per Render, which is frozen).
+        Within a hook phase, a hook that sorts by an earlier phase takes its place by
+        (wave, kind order, name) among the phase's own."""
         grouped: dict[Phase, list[RenderedObject]] = {}
         for obj in self.objects:
-            grouped.setdefault(obj.phase, []).append(obj)
+            for phase in obj.phases:
+                grouped.setdefault(phase, []).append(obj)
+        several = {p for obj in self.objects if len(obj.hooks) > 1 for p in obj.hooks[1:]}
+        for phase in several:
+            grouped[phase].sort(key=lambda obj: obj.apply_order()[1:])
         return {phase: tuple(objects) for phase, objects in grouped.items()}
 
 
@@ -367,6 +386,7 @@ def _assemble(
                 manifest=_stamp(obj, release, ref),
                 delete_when=note.delete_when if note.hook is not None else frozenset(),
                 create_only=note.create_only,
+                hooks=note.hooks,
             )
         )
     rendered.sort(key=RenderedObject.apply_order)

@@ -47,6 +47,8 @@ class Acted:
 
 
 def _applied_objects(render: Render, step: Step) -> list[RenderedObject]:
+    """The step's objects, phase by phase: a hook of two of its phases comes twice (read
+    as identities; a step without phases, a rollback, has no hooks)."""
     if step.phases is None:
         return [o for o in render.objects if o.hook is None]
     return [o for phase in step.phases for o in render.by_phase(phase)]

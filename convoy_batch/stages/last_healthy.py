@@ -80,7 +80,7 @@ def apply_last_healthy(
         )
     if failed is None:
         return LastHealthyResult(True, rendered, acted.inventory, "")
-    after, errors = delete_finished_hooks(deployer, acted.inventory, failed, record)
+    after, errors = delete_finished_hooks(deployer, acted.inventory, failed, record, status.waves)
     for error in errors:
         log.warning("%s: hook not deleted: %s", release.name, error)
     return LastHealthyResult(True, rendered, after, "")

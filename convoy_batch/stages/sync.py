@@ -60,13 +60,14 @@ class SyncResult:
 def entries_by_phase(
     render: Render, inventory: ReleaseInventory
 ) -> dict[Phase, Sequence[InventoryEntry]]:
-    """The inventory entries of R's objects, grouped by phase."""
+    """The inventory entries of R's objects, grouped by phase (a hook of several phases
+    under each: the gate after each waits for it)."""
     by_id = {e.key.identity(): e for e in inventory.entries}
     grouped: dict[Phase, list[InventoryEntry]] = {}
     for obj in render.objects:
-        entry = by_id.get(obj.key.identity())
-        placeholder = InventoryEntry(key=obj.key, wave=obj.phase)
-        grouped.setdefault(obj.phase, []).append(entry or placeholder)
+        entry = by_id.get(obj.key.identity()) or InventoryEntry(key=obj.key, wave=obj.phase)
+        for phase in obj.phases:
+            grouped.setdefault(phase, []).append(entry)
     return dict(grouped)
 
 
@@ -157,7 +158,7 @@ def stage_sync(
             expected.rollout, acted.sent, failure.reason, str(failure), expected.render
         )
         return SyncResult(outcome, after)
-    after, errors = delete_finished_hooks(deployer, after, render, record)
+    after, errors = delete_finished_hooks(deployer, after, render, record, expected.waves or ())
     errors = acted.errors + errors
     if errors:
         return SyncResult(replace(expected, reason=Reason.PRUNE_FAILED, message=errors[0]), after)
