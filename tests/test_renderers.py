@@ -278,7 +278,7 @@ def test_a_jsonnet_release_rolls_out_rolls_back_and_prunes(
 @pytest.mark.parametrize(
     ("main", "expected"),
     [
-        ("{a: error 'boom'}", "failed (exit 1): RUNTIME ERROR: boom"),
+        ("{a: error 'boom'}", "failed (exit 1): apps/web/main.jsonnet: RUNTIME ERROR: boom"),
         ("import '/etc/hostname'", "an absolute path leaves the source"),
         ("import '../../../../../etc/hostname'", "leaves the source"),
         ("42", "not an object, a list or a map of objects"),
