@@ -128,6 +128,8 @@ def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
         "action": plan.action.value,
         "from": before,
         "to": after,
+        "fromRender": status.rollout.render_ref if status.rollout else None,
+        "toRender": rollout.render_ref if rollout else None,
         "reason": reason,
         "renderRef": ref,
         "gate": gate.reason.value if gate else None,

@@ -114,12 +114,12 @@ class HelmRender(Model):
 
 
 class JsonnetRender(Model):
-    """The Jsonnet file ``file`` (relative to ``source.path``) with the variables as
-    external variables; ``libraryPaths`` (relative to ``source.path``) are searched for
-    imports."""
+    """The Jsonnet file ``file`` (relative to ``source.path``), else every ``*.jsonnet``
+    at the top of ``source.path`` in name order, with the variables as external
+    variables; ``libraryPaths`` (relative to ``source.path``) are searched for imports."""
 
     type: Literal["Jsonnet"]
-    file: str = "main.jsonnet"
+    file: str | None = None
     library_paths: tuple[str, ...] = ()
 
 

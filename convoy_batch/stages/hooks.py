@@ -48,16 +48,21 @@ from convoy_batch.stages.act import Record, carry_out
 log = logging.getLogger("convoy_batch")
 
 
+def deleted_hooks(render: Render, inventory: ReleaseInventory) -> set[Identity]:
+    """The hooks their delete policy deleted for this render: never created again for it."""
+    return {
+        e.key.identity()
+        for e in inventory.entries
+        if e.hook_deleted and e.applied_render_ref == render.ref
+    }
+
+
 def dry_run_objects(render: Render, inventory: ReleaseInventory) -> list[Manifest]:
     """What the dry run checks: every object a sync of the render may apply. SyncFail
     hooks are left out (applied only when a sync fails, they would cost a request on every
     quiet tick; they are checked when applied), and so are hooks deleted by their policy
     for this render (never created again for it)."""
-    deleted = {
-        e.key.identity()
-        for e in inventory.entries
-        if e.hook_deleted and e.applied_render_ref == render.ref
-    }
+    deleted = deleted_hooks(render, inventory)
     return [
         o.manifest
         for o in render.objects
