@@ -229,7 +229,7 @@ def test_a_chart_random_on_every_render_is_reported_in_one_line_instead_of_rolli
         result = s.reconcile("--all", minutes=minute)
         lines += (result.out + result.err).splitlines()
     assert sum("NewRender" in c for c in status_commits(s, "dice")) <= 1, status_commits(s, "dice")
-    named = [line for line in lines if "ConfigMap" in line and "dice-token" in line]
+    named = [line for line in lines if "configmap" in line.lower() and "dice-token" in line]
     assert named, lines
     message = s.status("dice")["lastAttempted"]["message"]
     assert "dice-token" in message and "\n" not in message
