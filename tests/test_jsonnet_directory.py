@@ -5,10 +5,11 @@ one the usual empty render. ``file`` still names one file."""
 
 import pytest
 
-from tests.scenario import PROJECT, Scenario
+from tests.realworld import realworld
+from tests.scenario import Scenario
 from tests.test_renderers import last_attempt, release
 
-GUESTBOOK = PROJECT / "tests/realworld/argoproj-argocd-example-apps/jsonnet-guestbook"
+GUESTBOOK = "argoproj-argocd-example-apps/jsonnet-guestbook"
 
 
 def test_argo_cds_jsonnet_guestbook_renders_every_jsonnet_file_of_its_folder(
@@ -17,7 +18,8 @@ def test_argo_cds_jsonnet_guestbook_renders_every_jsonnet_file_of_its_folder(
     """argocd-example-apps' jsonnet-guestbook as it is (no ``main.jsonnet``), no ``file``."""
     s = scenario
     files: dict[str, str | None] = {
-        f"apps/guestbook/{p.name}": p.read_text() for p in sorted(GUESTBOOK.iterdir())
+        f"apps/guestbook/{p.name}": p.read_text()
+        for p in sorted((realworld() / GUESTBOOK).iterdir())
     }
     files["releases/guestbook.yaml"] = release("guestbook", "apps/guestbook", "{type: Jsonnet}")
     s.commit(files)

@@ -14,6 +14,7 @@ from convoy_batch.cli import main
 from convoy_batch.errors import RenderFailed
 from convoy_batch.models import Release
 from convoy_batch.renderers import process
+from tests.realworld import realworld
 from tests.renderer_tools import Tools, debian_kubectl
 from tests.scenario import FAILURE_POLICY, PROJECT, Scenario
 
@@ -182,7 +183,7 @@ def test_a_failing_kustomize_gives_the_end_of_its_stderr(scenario: Scenario, kub
     assert "\n" not in message
 
 
-HELLO_WORLD = PROJECT / "tests/realworld/kubernetes-sigs-kustomize/examples/helloWorld"
+HELLO_WORLD = "kubernetes-sigs-kustomize/examples/helloWorld"
 
 
 def test_kustomize_2_0_3_refuses_kustomizes_own_hello_world_on_its_metadata(
@@ -191,7 +192,7 @@ def test_kustomize_2_0_3_refuses_kustomizes_own_hello_world_on_its_metadata(
     """The README's list of what kustomize v2.0.3 refuses: kustomize's examples/helloWorld
     as it is (its kustomization has a ``metadata``)."""
     files: dict[str, str | None] = {
-        f"apps/hello/{p.name}": p.read_text() for p in HELLO_WORLD.iterdir()
+        f"apps/hello/{p.name}": p.read_text() for p in (realworld() / HELLO_WORLD).iterdir()
     }
     files["releases/hello.yaml"] = release("hello", "apps/hello", "{type: Kustomize}")
     scenario.commit(files)

@@ -8,7 +8,6 @@ its admission webhook's ServiceAccount and RBAC are hooks of both phases, its
 The audit log tells what the server received and when; the tests play the kubelet."""
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,13 +18,13 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.k8s.k8s_scenario import KubeScenario
 from tests.k8s.testenv import eventually
+from tests.realworld import realworld
 from tests.renderer_tools import Tools, real_helm
 from tests.scenario import FAILURE_POLICY
 from tests.test_renderers import release
 
-CHART_VARIABLE = "CONVOY_TEST_INGRESS_NGINX_CHART"
-"""Names a folder holding ingress-nginx's chart as published (Chart.yaml, values.yaml,
-templates/): the test copies it into its repository; without it, the test is skipped."""
+CHART = "kubernetes-ingress-nginx/charts/ingress-nginx"
+"""ingress-nginx's chart as published, in the public content (``tests/realworld.py``)."""
 WAVED = "  syncPolicy: {waves: {healthStrategy: Healthy, timeout: 5m}}\n"
 
 
@@ -145,9 +144,7 @@ RBAC = ("serviceaccounts", "roles", "rolebindings", "clusterroles", "clusterrole
 def chart_files() -> dict[str, str | None]:
     """The chart's files as the repository holds them, under ``apps/<Release>`` (skips
     without the chart)."""
-    chart = Path(os.environ.get(CHART_VARIABLE, ""))
-    if not os.environ.get(CHART_VARIABLE) or not (chart / "Chart.yaml").is_file():
-        pytest.skip(f"no ingress-nginx chart: set {CHART_VARIABLE} to its folder")
+    chart = realworld() / CHART
     return {
         f"apps/{RELEASE}/{path.relative_to(chart)}": path.read_text()
         for path in sorted(chart.rglob("*"))
