@@ -97,12 +97,13 @@ def make_deployer(
 ) -> Deployer:
     """The deployer a Cluster asks for; no target means a directory cluster (SPEC 1),
     with the simulated controller when the Cluster asks for it and ``now`` is given.
-    ``releases``: the Releases on the Cluster (a Kubernetes deployer lists their objects)."""
+    ``releases``: the Releases on the Cluster (a Kubernetes deployer lists their objects);
+    ``cache``: the Cluster's parse cache (what either deployer remembers across ticks)."""
     spec = cluster.spec
     if spec.kubernetes is not None:
         from convoy_batch.deployers import kubernetes  # only Kubernetes Clusters pay its import
 
-        return kubernetes.from_cluster(cluster, state_dir, releases)
+        return kubernetes.from_cluster(cluster, state_dir, releases, cache)
     root, within = cluster_root(cluster, state_dir)  # never written outside ``within``
     directory = DirectoryDeployer(root, cache, within=within)
     if spec.simulate is not None and now is not None:
