@@ -5,7 +5,7 @@ snake_case. Unknown fields are refused (``extra="forbid"``); durations and times
 through :mod:`convoy_batch.timefmt` so they parse and print one way everywhere.
 """
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal, TypeVar
@@ -369,6 +369,25 @@ PRE_SYNC: Final = "PreSync"
 SYNC: Final = "Sync"
 POST_SYNC: Final = "PostSync"
 SYNC_FAIL: Final = "SyncFail"
+
+
+def is_hook_phase(phase: Phase) -> bool:
+    """A hook phase (PreSync, Sync, PostSync, SyncFail), not a sync wave."""
+    return isinstance(phase, str)
+
+
+def phase_label(phase: Phase) -> str:
+    return f"wave {phase}" if isinstance(phase, int) else f"{phase} hooks"
+
+
+def order_phases(waves: Sequence[int], hooks: Collection[Phase]) -> tuple[Phase, ...]:
+    """PreSync, Sync, the sorted distinct waves, PostSync: the phases of a sync, the hook
+    phases among ``hooks`` (SyncFail is never one)."""
+    phases: list[Phase] = [p for p in (PRE_SYNC, SYNC) if p in hooks]
+    phases.extend(sorted(set(waves)))
+    if POST_SYNC in hooks:
+        phases.append(POST_SYNC)
+    return tuple(phases)
 
 
 class WaveStatus(Model):

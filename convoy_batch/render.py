@@ -36,8 +36,8 @@ from convoy_batch.models import (
     PhaseName,
     Release,
     key_of,
+    order_phases,
 )
-from convoy_batch.rollout.waves import order_phases
 
 if TYPE_CHECKING:  # a type only: rendering reads no source itself
     from convoy_batch.source import SourceFile, SourceSnapshot
