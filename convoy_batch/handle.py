@@ -19,7 +19,7 @@ from convoy_batch.errors import (
 )
 from convoy_batch.gitops import ReleaseEntry
 from convoy_batch.hints import TickRecord
-from convoy_batch.intents import Intent, Step
+from convoy_batch.intents import Intent
 from convoy_batch.models import Release, ReleaseInventory
 from convoy_batch.reasons import Reason
 from convoy_batch.reconcile import (
@@ -32,6 +32,7 @@ from convoy_batch.reconcile import (
 )
 from convoy_batch.render import load_render
 from convoy_batch.rollout import Outcome, RenderId, commit_message
+from convoy_batch.rollout.step import Step
 from convoy_batch.stages.act import carry_out
 from convoy_batch.tick import Tick
 

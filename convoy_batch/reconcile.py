@@ -14,7 +14,6 @@ from datetime import datetime
 
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.errors import ConvoyError, InvalidRelease
-from convoy_batch.intents import Step
 from convoy_batch.models import (
     ANNOTATION_FORCE_SYNC,
     Release,
@@ -37,6 +36,7 @@ from convoy_batch.rollout import (
     plan_rollout,
     render_verdict,
 )
+from convoy_batch.rollout.step import Step
 from convoy_batch.stages.act import BeforeChange, no_record
 from convoy_batch.stages.gates import stage_gates
 from convoy_batch.stages.last_healthy import expected_rollback, roll_back

@@ -28,7 +28,6 @@ from collections.abc import Mapping, Sequence
 
 from convoy_batch.deployers.base import Deployer, Manifest
 from convoy_batch.errors import ConvoyError, Forbidden
-from convoy_batch.intents import Step
 from convoy_batch.models import (
     ANNOTATION_RENDER,
     SYNC_FAIL,
@@ -43,6 +42,7 @@ from convoy_batch.models import (
     WaveStatus,
 )
 from convoy_batch.render import Render
+from convoy_batch.rollout.step import Step
 from convoy_batch.stages.act import Record, carry_out
 
 log = logging.getLogger("convoy_batch")

@@ -15,7 +15,6 @@ from datetime import datetime
 
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.errors import ApplyFailed
-from convoy_batch.intents import Step
 from convoy_batch.models import (
     SYNC_FAIL,
     InventoryEntry,
@@ -27,6 +26,7 @@ from convoy_batch.models import (
 from convoy_batch.reasons import Reason
 from convoy_batch.render import Render
 from convoy_batch.rollout import GateKind, Outcome, Plan, RenderId, RollBack, plan_waves
+from convoy_batch.rollout.step import Step
 from convoy_batch.stages.act import BeforeChange, carry_out, expected_inventory, no_record
 from convoy_batch.stages.hooks import (
     apply_sync_fail,
