@@ -36,6 +36,7 @@ from convoy_batch.rollout import (
     plan_rollout,
     render_verdict,
 )
+from convoy_batch.rollout.status import NO_VALUE, short_ref, state_of
 from convoy_batch.rollout.step import Step
 from convoy_batch.stages.act import BeforeChange, no_record
 from convoy_batch.stages.gates import stage_gates
@@ -293,9 +294,9 @@ def describe(handled: Handled) -> str:
     """One line a person reads: name, state, reason, render, since."""
     status, outcome = handled.status, handled.outcome
     rollout = status.rollout
-    state = rollout.state.value if rollout is not None else "-"
-    ref = outcome.render.ref.removeprefix("sha256:")[:12] if outcome.render else "-"
-    since = format_time(rollout.started_at) if rollout is not None else "-"
+    ref = short_ref(outcome.render.ref if outcome.render else None)
+    since = format_time(rollout.started_at) if rollout is not None else NO_VALUE
+    state = state_of(status)
     line = f"{handled.name}: {state} {outcome.reason} render={ref} since={since}"
     # Nothing written this tick: say so, not what the sync that applied R once did.
     message = "in sync" if outcome.written == 0 else outcome.message
