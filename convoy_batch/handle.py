@@ -18,9 +18,8 @@ from convoy_batch.errors import (
     StateFailed,
 )
 from convoy_batch.gitops import ReleaseEntry
-from convoy_batch.hints import TickRecord
 from convoy_batch.intents import Intent
-from convoy_batch.models import Release, ReleaseInventory
+from convoy_batch.models import Release, ReleaseInventory, TickRecord
 from convoy_batch.reasons import Reason
 from convoy_batch.reconcile import (
     Handled,

@@ -534,6 +534,22 @@ def describe_validation_error(source: str, error: ValidationError) -> str:
     return f"{source}: " + "; ".join(parts)
 
 
+class TickRecord(Model):
+    """What the wake-ups of SPEC 13 remember of a Release's last reconcile."""
+
+    last_reconcile_at: Time | None = None
+    release_blob: str | None = None
+    """Blob SHA of the Release file at the last reconcile."""
+    source_revision: str | None = None
+    """Source revision seen at the last reconcile."""
+    health: tuple[tuple[str, str, str | None], ...] = ()
+    """(object identity, state, assessedRenderRef) of each inventory entry then."""
+    render_key: str | None = None
+    """Fingerprint of the last render's inputs (source files, Release, Cluster)."""
+    render_ref: str | None = None
+    """The renderRef those inputs gave: a render-cache hit reloads it from the store."""
+
+
 M = TypeVar("M", bound=Model)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from convoy_batch.clone import Clone, remote_url, tick_clone
 from convoy_batch.clone import finish as finish_clone
-from convoy_batch.due import DueReason, Memory, due_reasons, health_snapshot
+from convoy_batch.due import DueReason, due_reasons, health_snapshot
 from convoy_batch.errors import (
     ConvoyError,
     InvalidRelease,
@@ -27,7 +27,6 @@ from convoy_batch.errors import (
 from convoy_batch.gitops import ReleaseEntry
 from convoy_batch.handle import handle_release, source_revision
 from convoy_batch.health_rules import rules_for
-from convoy_batch.hints import TickRecord
 from convoy_batch.models import Cluster, ReleaseInventory, ReleaseStatus, RolloutState
 from convoy_batch.notify import Notifier
 from convoy_batch.observer import observe
@@ -85,15 +84,6 @@ def observe_release(
     return observed
 
 
-def _memory(record: TickRecord) -> Memory:
-    return Memory(
-        last_reconcile_at=record.last_reconcile_at,
-        release_blob=record.release_blob,
-        source_revision=record.source_revision,
-        health=tuple(record.health),
-    )
-
-
 def is_due(
     tick: Tick, entry: ReleaseEntry, inventory: ReleaseInventory | None, full: bool
 ) -> Sequence[DueReason]:
@@ -108,7 +98,7 @@ def is_due(
     return due_reasons(
         release,
         status,
-        _memory(tick.memo(release.name)),
+        tick.memo(release.name),
         health=health_snapshot(inventory) if inventory is not None else None,
         release_blob=entry.blob,
         source_revision=source_revision(tick, entry),

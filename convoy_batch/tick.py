@@ -20,9 +20,9 @@ from convoy_batch.deployers.directory import DirectoryDeployer, cluster_root
 from convoy_batch.deployers.simulated import SimulatedDeployer
 from convoy_batch.gitops import GitOpsRepo, GitOpsSnapshot
 from convoy_batch.health_rules import Programs
-from convoy_batch.hints import HealthJournal, ParseCache, TickRecord, TickStore
+from convoy_batch.hints import HealthJournal, ParseCache, TickStore
 from convoy_batch.intents import IntentStore
-from convoy_batch.models import Cluster, ObjectKey, ReleaseInventory, ReleaseStatus
+from convoy_batch.models import Cluster, ObjectKey, ReleaseInventory, ReleaseStatus, TickRecord
 from convoy_batch.ownership import Ownership
 from convoy_batch.source import SourceResolver
 from convoy_batch.statefiles import Writer
