@@ -28,7 +28,7 @@ from convoy_batch.gitops import ReleaseEntry
 from convoy_batch.handle import handle_release, source_revision
 from convoy_batch.health_rules import rules_for
 from convoy_batch.models import Cluster, ReleaseInventory, ReleaseStatus, RolloutState
-from convoy_batch.notify import Notifier
+from convoy_batch.notify import Notifier, ReleaseFacts, TickFacts
 from convoy_batch.observer import observe
 from convoy_batch.reconcile import (
     Handled,
@@ -329,7 +329,7 @@ def _run_tick(
     if shard is not None:
         entries = [e for e in entries if e.name in shard]
     # The events of this tick's status commits (a shard's are its caller's to deliver).
-    notifier = Notifier.open(tick) if shard is None else None
+    notifier = Notifier.open(notification_facts(tick)) if shard is None else None
     report = TickReport()
     with tick.status_store.batch():
         _reconcile_due(tick, entries, names, all_releases, observe_first, report)
@@ -352,6 +352,25 @@ def _run_tick(
         notifier.deliver()
     tick.close()
     return report
+
+
+def notification_facts(tick: Tick) -> TickFacts:
+    """What the tick's notifications read of it (the Alerts' selectors: each Release's
+    Cluster and labels at the commit the tick starts from)."""
+    releases = {
+        name: ReleaseFacts(name, entry.release.spec.cluster, entry.release.metadata.labels)
+        for name, entry in tick.snapshot.releases.items()
+        if entry.release is not None
+    }
+    return TickFacts(
+        repo=tick.repo.repo,
+        start=tick.snapshot.commit,
+        state_dir=tick.stores.state_dir,
+        locks=tick.stores.locks,
+        now=tick.now,
+        releases=releases,
+        cache=tick.cache("repo"),
+    )
 
 
 def _finish(
