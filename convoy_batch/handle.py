@@ -92,7 +92,7 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
     except StateFailed as exc:
         outcome = Outcome(outcome.rollout, outcome.applied, exc.reason, str(exc), outcome.render)
     handled = sync_handler(tick, release.name, release, outcome, new_inventory, force_at)
-    rendered = tick.render_keys.get(release.name)
+    rendered = tick.rendered.get(release.name)
     tick.stores.ticks.save(
         release.name,
         TickRecord(
@@ -102,8 +102,8 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
             # last healthy one, whose older revision would look like a change every tick.
             source_revision=source_revision(tick, entry),
             health=health_snapshot(new_inventory),
-            render_key=rendered[0] if rendered else None,
-            render_ref=rendered[1] if rendered else None,
+            render_key=rendered.key if rendered else None,
+            render_ref=rendered.render.ref if rendered else None,
         ),
     )
     return handled

@@ -356,6 +356,17 @@ class Render:
         return {phase: tuple(objects) for phase, objects in grouped.items()}
 
 
+@dataclass(frozen=True)
+class Rendered:
+    """A Release's render of one tick (``stages.render.stage_render``, once a tick): the
+    Cluster it was rendered for, the render, and the fingerprint of its inputs (what the
+    tick record remembers, so the next tick reloads it while they are unchanged)."""
+
+    cluster: Cluster
+    render: Render
+    key: str
+
+
 def _stamp(obj: Manifest, release_name: str, ref: str) -> Manifest:
     """Step 6 on a copy: the hashed object stays as it was."""
     meta = dict(obj["metadata"])

@@ -24,6 +24,7 @@ from convoy_batch.hints import HealthJournal, ParseCache, TickStore
 from convoy_batch.intents import IntentStore
 from convoy_batch.models import Cluster, ObjectKey, ReleaseInventory, ReleaseStatus, TickRecord
 from convoy_batch.ownership import Ownership
+from convoy_batch.render import Rendered
 from convoy_batch.source import SourceResolver
 from convoy_batch.statefiles import Writer
 from convoy_batch.status_store import StatusStore
@@ -137,10 +138,8 @@ class Tick:
     """The inventories as the state directory holds them (read or written this tick)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     """Guards what Releases reconciled on several threads create together."""
-    render_keys: dict[str, tuple[str, str]] = field(default_factory=dict)
-    """Release -> (fingerprint of the render's inputs, renderRef) of this tick's render."""
-    rendered: dict[str, object] = field(default_factory=dict)
-    """Release -> its ``stages.render.Rendered`` of this tick (made once a tick)."""
+    rendered: dict[str, Rendered] = field(default_factory=dict)
+    """Release -> its render of this tick (``stages.render.stage_render``, once a tick)."""
     ownership: Ownership | None = None
     """See :meth:`owners`."""
     deployer_factory: DeployerFactory = make_deployer
