@@ -19,7 +19,6 @@ from convoy_batch.models import (
     Release,
     ReleaseInventory,
     ReleaseStatus,
-    Rollout,
 )
 from convoy_batch.observer import unknown_health
 from convoy_batch.render import Render
@@ -41,6 +40,7 @@ from convoy_batch.rollout.step import Step
 from convoy_batch.stages.act import BeforeChange, no_record
 from convoy_batch.stages.gates import stage_gates
 from convoy_batch.stages.last_healthy import expected_rollback, roll_back
+from convoy_batch.stages.outcome import failed
 from convoy_batch.stages.render import stage_render
 from convoy_batch.stages.sync import decide_sync, persist, stage_sync
 from convoy_batch.tick import Tick
@@ -92,10 +92,6 @@ class Decision:
     """R's step, or a rollback to the last healthy render; None: nothing to carry out."""
 
 
-def _failed(rollout: Rollout | None, exc: ConvoyError, render: RenderId | None) -> Outcome:
-    return Outcome(rollout, False, exc.reason, str(exc), render)
-
-
 def decide(
     tick: Tick,
     release: Release,
@@ -108,7 +104,7 @@ def decide(
     try:
         rendered = stage_render(tick, release)
     except ConvoyError as exc:
-        return Decision(_failed(None, exc, None))
+        return Decision(failed(exc))
     render = rendered.render
     rid = RenderId(ref=render.ref, revision=render.revision)
     plan = _plan(tick, release, status, render.ref, inventory)
@@ -142,7 +138,7 @@ def decide(
             expected = replace(expected, message=f"{expected.message}; {rule}")
         return Decision(expected, plan, render, deployer, persist=True, then=sync.then)
     except ConvoyError as exc:
-        return Decision(_failed(plan.rollout, exc, rid), plan, render)
+        return Decision(failed(exc, rollout=plan.rollout, render=rid), plan, render)
 
 
 def act(
@@ -170,7 +166,7 @@ def act(
         return result.outcome, result.inventory
     except ConvoyError as exc:
         rid = RenderId(ref=render.ref, revision=render.revision)
-        return _failed(plan.rollout, exc, rid), inventory
+        return failed(exc, rollout=plan.rollout, render=rid), inventory
 
 
 def reconcile(

@@ -35,7 +35,7 @@ from convoy_batch.reconcile import (
     pending_force_sync,
     sync_handler,
 )
-from convoy_batch.rollout import Outcome
+from convoy_batch.stages.outcome import failed
 from convoy_batch.stages.render import resolve_cluster, stage_render
 from convoy_batch.store import LockBusy
 from convoy_batch.tick import DeployerFactory, Tick, make_deployer
@@ -254,7 +254,7 @@ def _handle_locked(tick: Tick, entry: ReleaseEntry) -> "Handled | str":
     except LockBusy:
         return "another reconcile holds its lock"
     except StateFailed as exc:  # its lock file cannot be used
-        outcome = Outcome(None, False, exc.reason, str(exc))
+        outcome = failed(exc)
         empty = ReleaseInventory(release=entry.name)
         return sync_handler(tick, entry.name, entry.release, outcome, empty, None)
 

@@ -25,7 +25,14 @@ from convoy_batch.models import (
 )
 from convoy_batch.reasons import Reason
 from convoy_batch.render import Render
-from convoy_batch.rollout import GateKind, Outcome, Plan, RenderId, RollBack, plan_waves
+from convoy_batch.rollout import (
+    GateKind,
+    Outcome,
+    Plan,
+    RenderId,
+    RollBack,
+    plan_waves,
+)
 from convoy_batch.rollout.step import Step
 from convoy_batch.stages.act import BeforeChange, carry_out, expected_inventory, no_record
 from convoy_batch.stages.hooks import (
@@ -36,6 +43,7 @@ from convoy_batch.stages.hooks import (
 )
 from convoy_batch.stages.last_healthy import expected_rollback
 from convoy_batch.stages.namespace import ensure_namespace
+from convoy_batch.stages.outcome import failed
 from convoy_batch.tick import Tick
 
 log = logging.getLogger("convoy_batch")
@@ -153,9 +161,8 @@ def stage_sync(
     if isinstance(acted.failure, ApplyFailed) or rollout_failed(expected.rollout, render):
         after = apply_sync_fail(deployer, after, render, record)
     if acted.failure is not None:
-        failure = acted.failure
-        outcome = Outcome(
-            expected.rollout, acted.sent, failure.reason, str(failure), expected.render
+        outcome = failed(
+            acted.failure, rollout=expected.rollout, render=expected.render, applied=acted.sent
         )
         return SyncResult(outcome, after)
     after, errors = delete_finished_hooks(deployer, after, render, record, expected.waves or ())
