@@ -2,6 +2,53 @@
 
 Opens the GitOps repository, reads its snapshot and every status file once, and
 hands out the stores and one deployer per Cluster. Does I/O (through the stores).
+
+What is whose. Read-only for the whole tick once opened: ``now``, ``repo``,
+``snapshot``, ``forced``, ``stores``, ``sources`` (its own lock). A Release produces its
+render (``rendered``), its inventory (``inventories``, ``stored``), its tick record
+(``memos``) and its new status (``statuses``): each under its own name only.
+
+The threading rule. Releases on Kubernetes Clusters are reconciled on up to 32 threads
+(``runner.PARALLEL_RELEASES``), one Release per thread under its lock. A thread may read
+any field, and write the entries of its own Release in ``rendered``, ``inventories``,
+``stored``, ``memos`` and ``statuses`` without ``lock`` (one key per thread; a dict's
+item assignment is atomic). What Releases create together takes ``lock``: a Cluster's
+deployer (:meth:`deployer`), the ownership index (:meth:`owners`), a parse cache
+(:meth:`cache`). Other Releases' ``statuses`` are read only by the cluster-wave gate,
+which reads lower waves, finished before this wave started. Deployers, the source
+resolver and the status store guard their own state.
+
+Every cache, in one table (each module states its own invariant where the cache is
+built; this is the index). Cache: key; valid while; lifetime and invalidation.
+
+- ``rendered``: Release; the tick's snapshot; one tick.
+- ``memos`` (``<state>/ticks.json``): Release; a hint the callers compare (blob, source
+  revision, health); across ticks, rewritten per reconcile.
+- render key -> renderRef (in the tick record): Release; the digest of every input of
+  the render (files, Release, Cluster, tool, the server's capabilities); across ticks,
+  reloaded from the verified render store.
+- ``inventories``, ``stored``: Release; read once; one tick.
+- health journal (``<state>/health.json``): Release; the SHA-256 of the inventory file
+  it was observed over; across ticks, stale once that file is rewritten.
+- ``<state>/cache/repo.json``: repository path (status, Release, Cluster, Alert files);
+  git blob id; across ticks, entries of gone files stay.
+- ``<state>/cache/cluster-<c>.json``: a directory cluster's object file (its stat), a
+  Kubernetes object (``k8s:`` keys: a digest of the manifest as sent,
+  ``deployers/serverform.py``); across ticks; no Secret is kept; gone entries stay.
+- ``<state>/cache/health-<c>.json``: object; a digest of the CEL library, the rule and
+  the whole object (``health_rules.py``); across ticks.
+- ``programs``: CEL expression text; one tick.
+- source resolver: (repository, ref, path); the tick's commits; one tick.
+- Kubernetes deployer: kind (its LIST), group version (discovery), object (live); one
+  tick, kept current with the server's answers to its own writes.
+- directory deployer: object file; its stat; one tick (then the cluster cache above).
+- status store: status path; HEAD's blob id; one tick.
+- operator files (``operator_files.py``): path; size and modification time; the process.
+
+An inventory has four copies: its file, the health journal's overlay of the file,
+``stored`` (what the state directory holds, read or written this tick) and
+``inventories`` (what the tick now knows); :meth:`save_inventory` makes the file (or the
+journal) agree with ``inventories``.
 """
 
 import functools
