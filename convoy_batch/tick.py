@@ -13,9 +13,10 @@ The threading rule. Releases on Kubernetes Clusters are reconciled on up to 32 t
 any field, and write the entries of its own Release in ``rendered``, ``inventories``,
 ``stored``, ``memos`` and ``statuses`` without ``lock`` (one key per thread; a dict's
 item assignment is atomic). What Releases create together takes ``lock``: a Cluster's
-deployer (:meth:`deployer`), the ownership index (:meth:`owners`), a parse cache
-(:meth:`cache`). Other Releases' ``statuses`` are read only by the cluster-wave gate,
-which reads lower waves, finished before this wave started. Deployers, the source
+deployer (:meth:`deployer`), the ownership index (:meth:`owners`), a Release's render
+(read under it); a parse cache is made once per name (:meth:`cache`, ``setdefault``).
+Other Releases' ``statuses`` are read only by the cluster-wave gate, which reads lower
+waves, finished before this wave started. Deployers, the source
 resolver and the status store guard their own state.
 
 Every cache, in one table (each module states its own invariant where the cache is
