@@ -51,8 +51,17 @@ TIMEOUT_ENV = "CONVOY_K8S_TIMEOUT"
 DEFAULT_TIMEOUT = 60.0
 """Seconds a request waits for the server's answer (``$CONVOY_K8S_TIMEOUT`` overrides it)."""
 CONNECT_TIMEOUT = 5.0  # seconds for a connection, at most (and at most the time-out)
-# Connection failures are retried briefly; a request that reached the server is not.
-RETRIES = urllib3.Retry(total=2, connect=2, read=0, status=0, redirect=0, backoff_factor=0.2)
+# Connection failures are retried briefly; a request that reached the server is not (nor
+# is a 429 or 503 with Retry-After: the answer is reported, and the next tick retries).
+RETRIES = urllib3.Retry(
+    total=2,
+    connect=2,
+    read=0,
+    status=0,
+    redirect=0,
+    backoff_factor=0.2,
+    respect_retry_after_header=False,
+)
 POOL_SIZE = 32
 """Connections kept open to one API server (requests in flight at once, at most)."""
 
@@ -287,7 +296,7 @@ class KubeApi:
             if not _timed_out(exc):
                 raise Unreachable(f"{what}: {_reason(exc)}") from None
             waited = f"no answer within {self.timeout:g}s"
-            # Read once per request of another thread: a plain attribute suffices.
+            # Other threads read it without a lock: a str is assigned in one step.
             self._unanswered = f"{method} {path} got {waited} in this tick"
             raise Unreachable(f"{what}: {waited}") from None
         return self._answer(method, path, response.status, response.data)
@@ -308,7 +317,7 @@ class KubeApi:
             decoded = json.loads(data)
         except ValueError:
             decoded = None
-        if not isinstance(decoded, dict):  # the API server answers every request so
+        if not isinstance(decoded, dict):  # the API server's every answer to us is one
             cut = f"HTTP {status} and {len(data)} bytes, not a whole JSON object"
             raise Unreachable(f"{self.host}: {method} {path}: the answer was cut: {cut}")
         return decoded

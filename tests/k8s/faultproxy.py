@@ -159,7 +159,7 @@ def _status(code: int) -> _Answer:
     message = f"the fault proxy answers {code}"
     body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message}
     headers = [("Content-Type", "application/json")]
-    if code == 429:
+    if code in (429, 503):  # as the API server sheds load
         headers.append(("Retry-After", "1"))
     data = json.dumps({**body, "reason": reason, "code": code}).encode()
     return _Answer(code, reason, headers, data)
