@@ -9,6 +9,15 @@ the server's ``Status.message`` and the kubeconfig path, nothing else.
 
 Request counts per method (and dry runs apart) are kept in ``COUNTS`` for the benchmark
 and for logs.
+
+A server that fails (SPEC 15: ``ClusterUnavailable``) is :class:`Unreachable`: no
+connection, no answer within the client time-out, an answer cut short (a 2xx answer is
+always a whole JSON object, so anything less was cut), a 5xx or a 429. urllib3's own log
+lines about them (a retry, headers it could not parse, with a traceback) are kept off the
+log: the outcome's one line says what failed. A request that got no answer within the
+time-out silences the server for the instance's life (one tick): later requests fail at
+once instead of each waiting out the time-out, so a tick on a hung server ends about one
+time-out after its first request.
 """
 
 import json
@@ -38,9 +47,21 @@ COUNTS: Counter[str] = Counter()
 """Requests sent by this process: ``GET``, ``PATCH``, ``DELETE``..., ``dry-run PATCH``."""
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-TIMEOUT = urllib3.Timeout(connect=5.0, read=60.0)
-# Connection failures are retried briefly; a request that reached the server is not.
-RETRIES = urllib3.Retry(total=2, connect=2, read=0, status=0, redirect=0, backoff_factor=0.2)
+TIMEOUT_ENV = "CONVOY_K8S_TIMEOUT"
+DEFAULT_TIMEOUT = 60.0
+"""Seconds a request waits for the server's answer (``$CONVOY_K8S_TIMEOUT`` overrides it)."""
+CONNECT_TIMEOUT = 5.0  # seconds for a connection, at most (and at most the time-out)
+# Connection failures are retried briefly; a request that reached the server is not (nor
+# is a 429 or 503 with Retry-After: the answer is reported, and the next tick retries).
+RETRIES = urllib3.Retry(
+    total=2,
+    connect=2,
+    read=0,
+    status=0,
+    redirect=0,
+    backoff_factor=0.2,
+    respect_retry_after_header=False,
+)
 POOL_SIZE = 32
 """Connections kept open to one API server (requests in flight at once, at most)."""
 
@@ -51,7 +72,8 @@ def write_count() -> int:
 
 
 class Unreachable(Exception):
-    """The server could not be reached or did not answer (no HTTP status)."""
+    """The server could not be reached, did not answer, cut its answer, or answered that it
+    cannot serve now (5xx, 429): nothing said about the request itself."""
 
 
 class ApiError(Exception):
@@ -137,7 +159,42 @@ def _loader_errors() -> Iterator[list[str]]:
             root.removeFilter(caught)
 
 
-def _pool(configuration: Any) -> urllib3.PoolManager:
+def client_timeout(where: str) -> float:
+    """The client time-out in seconds: ``$CONVOY_K8S_TIMEOUT`` when set (read here only),
+    else 60 (ClusterUnavailable for a value that is not a positive number)."""
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise ClusterUnavailable(f"{where}: ${TIMEOUT_ENV}={text!r} is not a number of seconds")
+    return seconds
+
+
+class _LibraryNoise(logging.Filter):
+    """Drops urllib3's warnings about a failure the request reports itself: a retry of a
+    broken connection, headers it could not parse (logged with a whole traceback)."""
+
+    NOISE = ("Retrying (", "Failed to parse headers")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.NOISE)
+
+
+_NOISE = _LibraryNoise()
+
+
+def _quiet_library_log() -> None:
+    for name in ("urllib3.connection", "urllib3.connectionpool"):
+        logger = logging.getLogger(name)
+        if _NOISE not in logger.filters:
+            logger.addFilter(_NOISE)
+
+
+def _pool(configuration: Any, timeout: float) -> urllib3.PoolManager:
     """The connections for the configuration's server (TLS, client certificates, proxy)."""
     kwargs: dict[str, Any] = {
         "num_pools": 2,
@@ -147,7 +204,7 @@ def _pool(configuration: Any) -> urllib3.PoolManager:
         "cert_file": configuration.cert_file,
         "key_file": configuration.key_file,
         "retries": RETRIES,
-        "timeout": TIMEOUT,
+        "timeout": urllib3.Timeout(connect=min(CONNECT_TIMEOUT, timeout), read=timeout),
     }
     if configuration.assert_hostname is not None:
         kwargs["assert_hostname"] = configuration.assert_hostname
@@ -175,14 +232,21 @@ def _status_error(status: int, data: bytes) -> ApiError:
     return ApiError(status, str(body.get("reason") or ""), message, body.get("details") or {})
 
 
+def _status_text(status: int, data: bytes) -> str:
+    """``HTTP 500: <the server's message>``."""
+    error = str(_status_error(status, data))
+    return error if error.startswith("HTTP ") else f"HTTP {status}: {error}"
+
+
 class KubeApi:
     """One API server: raw JSON requests and per-instance discovery (one tick)."""
 
-    def __init__(self, configuration: Any, where: str) -> None:
+    def __init__(self, configuration: Any, where: str, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.host = str(configuration.host).rstrip("/")
         self.where = where
+        self.timeout = timeout
         self._configuration = configuration
-        manager = _pool(configuration)
+        manager = _pool(configuration, timeout)
         self._urlopen: Any = manager.urlopen
         self._base = self.host
         if not (configuration.proxy and self.host.startswith("http:")):
@@ -190,10 +254,12 @@ class KubeApi:
             # (a plain-HTTP proxy needs whole URLs, so it keeps the manager).
             self._urlopen = manager.connection_from_url(self.host).urlopen
             self._base = urlsplit(self.host).path  # a server behind a path prefix
-        self._discovery: dict[str, dict[str, Resource]] = {}
+        self._discovery: dict[str, dict[str, Resource] | Exception] = {}
         self._discovering = threading.Lock()
         self._described: Capabilities | Exception | None = None
         self._describing = threading.Lock()
+        self._unanswered: str | None = None  # the request that got no answer (see module doc)
+        _quiet_library_log()
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": "convoy-batch"}
@@ -215,6 +281,9 @@ class KubeApi:
     ) -> Any:
         """The decoded JSON answer (Unreachable, ApiError; Forbidden, an outcome of its
         own, for credentials or a request the server refuses: 401, 403)."""
+        what = f"{self.host}: {method} {path}"
+        if self._unanswered is not None:
+            raise Unreachable(f"{what}: not sent: {self._unanswered}")
         url = self._base + path + (f"?{urlencode(query)}" if query else "")
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         dry = bool(query and query.get("dryRun"))
@@ -224,26 +293,55 @@ class KubeApi:
                 method, url, body=data, headers=self._headers(content_type), redirect=False
             )
         except urllib3.exceptions.HTTPError as exc:
-            raise Unreachable(f"{self.host}: {_reason(exc)}") from None
-        if response.status in (502, 503, 504):
-            raise Unreachable(f"{self.host}: HTTP {response.status} ({method} {path})")
-        if response.status in (401, 403):
-            error = _status_error(response.status, response.data)
+            if not _timed_out(exc):
+                raise Unreachable(f"{what}: {_reason(exc)}") from None
+            waited = f"no answer within {self.timeout:g}s"
+            # Other threads read it without a lock: a str is assigned in one step.
+            self._unanswered = f"{method} {path} got {waited} in this tick"
+            raise Unreachable(f"{what}: {waited}") from None
+        return self._answer(method, path, response.status, response.data)
+
+    def _answer(self, method: str, path: str, status: int, data: bytes) -> Any:
+        """The decoded answer, or its error: Unreachable for a server that cannot serve
+        (5xx, 429) and for an answer cut short, Forbidden for 401 and 403, else ApiError."""
+        if status >= 500 or status == 429:
+            raise Unreachable(f"{self.host}: {method} {path}: {_status_text(status, data)}")
+        if status in (401, 403):
+            error = _status_error(status, data)
             raise Forbidden(f"{self.where}: {method} {path}: {error}")
-        if response.status >= 300:
-            raise _status_error(response.status, response.data)
-        return json.loads(response.data) if response.data else {}
+        if status >= 300:
+            raise _status_error(status, data)
+        if status == 204:
+            return {}
+        try:
+            decoded = json.loads(data)
+        except ValueError:
+            decoded = None
+        if not isinstance(decoded, dict):  # the API server's every answer to us is one
+            cut = f"HTTP {status} and {len(data)} bytes, not a whole JSON object"
+            raise Unreachable(f"{self.host}: {method} {path}: the answer was cut: {cut}")
+        return decoded
 
     # --- discovery --------------------------------------------------------------------
 
     def resources(self, api_version: str, refresh: bool = False) -> dict[str, "Resource"]:
-        """Kind -> Resource served for one group version (cached; empty when not served)."""
-        if not refresh and api_version in self._discovery:
-            return self._discovery[api_version]
-        with self._discovering:  # Releases side by side ask once
-            if refresh or api_version not in self._discovery:
-                self._discovery[api_version] = self._discover(api_version)
-            return self._discovery[api_version]
+        """Kind -> Resource served for one group version (cached; empty when not served).
+        A failure (Unreachable, ApiError, Forbidden) is cached too: asked once per tick."""
+        found = self._discovery.get(api_version)
+        if refresh or found is None:
+            with self._discovering:  # Releases side by side ask once
+                found = self._discovery.get(api_version)
+                if refresh or found is None:
+                    found = self._discovery[api_version] = self._discovered(api_version)
+        if isinstance(found, Exception):
+            raise found.with_traceback(None)
+        return found
+
+    def _discovered(self, api_version: str) -> dict[str, "Resource"] | Exception:
+        try:
+            return self._discover(api_version)
+        except (Unreachable, ApiError, Forbidden) as exc:
+            return exc
 
     def _discover(self, api_version: str) -> dict[str, "Resource"]:
         path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
@@ -293,9 +391,25 @@ class KubeApi:
         return Capabilities(version, tuple(sorted(found)))
 
 
+def _timed_out(exc: Exception) -> bool:
+    """The server took the connection (or never completed it) and gave no answer in time
+    (not a refused connection, which urllib3 files under connect time-outs too)."""
+    inner = getattr(exc, "reason", None) or exc
+    timeout = urllib3.exceptions.TimeoutError
+    return isinstance(inner, timeout) and not isinstance(
+        inner, urllib3.exceptions.NewConnectionError
+    )
+
+
 def _reason(exc: Exception) -> str:
     """A short cause for a transport error (the innermost one of a retry chain)."""
     inner = getattr(exc, "reason", None) or exc
+    if isinstance(inner, urllib3.exceptions.ProtocolError) and inner.args:
+        # ('Connection broken: IncompleteRead(..)', IncompleteRead(..)) or ('Connection
+        # aborted.', RemoteDisconnected('Remote end closed connection without response'))
+        said = [str(a).strip() for a in inner.args]
+        detail = f" {said[1]}" if len(said) > 1 and said[1] not in said[0] else ""
+        return f"no whole answer: {said[0]}{detail}"
     text = str(inner).strip()
     # urllib3 repeats object reprs ("<urllib3.connection.HTTPSConnection object at 0x..>: ...").
     return text.split(">: ", 1)[-1] if ">: " in text else text or type(inner).__name__

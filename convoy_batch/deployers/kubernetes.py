@@ -59,6 +59,7 @@ from convoy_batch.deployers.kubeapi import (
     KubeApi,
     Resource,
     Unreachable,
+    client_timeout,
     load_configuration,
 )
 from convoy_batch.deployers.kubediff import (
@@ -118,7 +119,7 @@ def from_cluster(
     target = cluster.spec.kubernetes
     assert target is not None  # make_deployer only calls this for Kubernetes Clusters
     where = f"clusters/{cluster.name}.yaml"
-    api = KubeApi(load_configuration(target, state_dir, where), where)
+    api = KubeApi(load_configuration(target, state_dir, where), where, client_timeout(where))
     return KubernetesDeployer(api, releases, cache)
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from convoy_batch.deployers.kubeapi import kubeconfig_path, load_configuration
+from convoy_batch.deployers.kubeapi import client_timeout, kubeconfig_path, load_configuration
 from convoy_batch.errors import ClusterUnavailable
 from convoy_batch.models import KubernetesTarget
 
@@ -59,3 +59,23 @@ def test_an_unknown_context_is_cluster_unavailable_without_the_token(tmp_path: P
         load_configuration(target, tmp_path, "clusters/prod.yaml")
     assert "other" in str(caught.value)
     assert "s3cr3t" not in str(caught.value)
+
+
+def test_the_client_time_out_is_60s_unless_the_environment_sets_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CONVOY_K8S_TIMEOUT", raising=False)
+    assert client_timeout("clusters/prod.yaml") == 60.0
+    monkeypatch.setenv("CONVOY_K8S_TIMEOUT", "2.5")
+    assert client_timeout("clusters/prod.yaml") == 2.5
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-1", "inf", "nan"])
+def test_a_client_time_out_that_is_no_positive_number_is_cluster_unavailable(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONVOY_K8S_TIMEOUT", value)
+    with pytest.raises(ClusterUnavailable) as caught:
+        client_timeout("clusters/prod.yaml")
+    expected = f"clusters/prod.yaml: $CONVOY_K8S_TIMEOUT='{value}' is not a number of seconds"
+    assert str(caught.value) == expected

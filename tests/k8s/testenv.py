@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "k8s-testenv"
 START_TIMEOUT = 240
@@ -91,7 +92,11 @@ class KubeEnv:
         ]
         for pod in pods:
             body = {"status": {"phase": phase, "conditions": conditions}}
-            self.core.patch_namespaced_pod_status(pod.metadata.name, namespace, body)
+            try:
+                self.core.patch_namespaced_pod_status(pod.metadata.name, namespace, body)
+            except ApiException as exc:
+                if exc.status != 404:  # a pod of an old ReplicaSet its controller removed
+                    raise
         return len(pods)
 
     def deployment_ready(self, namespace: str, name: str) -> None:

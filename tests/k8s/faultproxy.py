@@ -1,0 +1,226 @@
+"""A fault proxy for the Kubernetes tests: plain HTTP on a loopback port in front of the
+real API server (reached over TLS with its CA), forwarding every request unless a fault is
+switched on. Does network I/O; threads of its own, stopped by ``close`` (or the ``with``
+block), every wait bounded.
+
+Faults (:class:`Fault`), each for the requests it matches, a number of times or every
+time: an answer cut (reset) in its headers (within a header's name, after the status
+line and the first headers) or its body after the server answered, an
+HTTP status of the proxy's own (5xx, 429, 409: the request never reaches the server), a
+request held without an answer, an answer delayed.
+"""
+
+import http.client
+import json
+import socket
+import ssl
+import struct
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+HOLD_LIMIT = 120.0  # seconds a held request waits at most (switching the fault ends it first)
+UPSTREAM_TIMEOUT = 30.0  # seconds for the real server's answer
+HOP_BY_HOP = frozenset(
+    {"connection", "keep-alive", "host", "transfer-encoding", "content-length", "upgrade"}
+)
+STATUS_REASONS = {409: "Conflict", 429: "TooManyRequests", 500: "InternalError"}
+
+Match = Callable[[str, str], bool]
+"""(method, path with its query) -> the fault applies to the request."""
+
+
+def every(_method: str, _path: str) -> bool:
+    return True
+
+
+def applies(method: str, path: str) -> bool:
+    """A server-side apply that is not a dry run: the request that changes the cluster."""
+    return method == "PATCH" and "dryRun" not in path
+
+
+@dataclass(frozen=True)
+class Fault:
+    """What the proxy does to the requests ``match`` selects, ``times`` of them (None:
+    every one). ``kind``: ``cut-headers``, ``cut-body``, ``status``, ``hold``, ``slow``."""
+
+    kind: str
+    match: Match = every
+    times: int | None = None
+    status: int = 503
+    delay: float = 0.2
+
+
+@dataclass
+class _Answer:
+    status: int
+    reason: str
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    def raw(self) -> bytes:
+        lines = [f"HTTP/1.1 {self.status} {self.reason}"]
+        lines += [f"{k}: {v}" for k, v in self.headers if k.lower() not in HOP_BY_HOP]
+        lines.append(f"Content-Length: {len(self.body)}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + self.body
+
+
+@dataclass
+class FaultProxy:
+    """``url`` forwards to ``upstream`` (https) trusting ``ca_file``; ``hits`` lists the
+    requests a fault was applied to (``METHOD path``)."""
+
+    upstream: str
+    ca_file: Path
+    hits: list[str] = field(default_factory=list)
+    fault: Fault | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _release: threading.Event = field(default_factory=threading.Event)
+    """Set when the fault is switched: the requests it holds are let go."""
+    _left: int | None = None
+    """How many more requests the fault hits (None: every one)."""
+
+    def __post_init__(self) -> None:
+        self._context = ssl.create_default_context(cafile=str(self.ca_file))
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def set(self, fault: Fault | None) -> None:
+        """Switch the fault (None: forward everything); held requests are let go."""
+        with self._lock:
+            self._release.set()
+            self._release = threading.Event()
+            self.fault = fault
+            self._left = None if fault is None else fault.times
+            self.hits.clear()
+
+    def close(self) -> None:
+        self.set(None)
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> "FaultProxy":
+        return self
+
+    def __exit__(
+        self, _t: type[BaseException] | None, _e: BaseException | None, _tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # --- used by the handler ----------------------------------------------------------
+
+    def take(self, method: str, path: str) -> tuple[Fault | None, threading.Event]:
+        """The fault for this request, counted (None: forward it), and the event that
+        ends its waits."""
+        with self._lock:
+            fault = self.fault
+            if fault is None or self._left == 0 or not fault.match(method, path):
+                return None, self._release
+            if self._left is not None:
+                self._left -= 1
+            self.hits.append(f"{method} {path}")
+            return fault, self._release
+
+    def forward(self, method: str, path: str, headers: Any, body: bytes) -> _Answer:
+        """The real server's answer (OSError when it cannot be reached)."""
+        where = urlsplit(self.upstream)
+        conn = http.client.HTTPSConnection(
+            where.hostname or "127.0.0.1",
+            where.port,
+            context=self._context,
+            timeout=UPSTREAM_TIMEOUT,
+        )
+        try:
+            sent = {k: v for k, v in headers.items() if k.lower() not in HOP_BY_HOP}
+            conn.request(method, path, body=body or None, headers=sent)
+            response = conn.getresponse()
+            data = response.read()
+            return _Answer(response.status, response.reason, response.getheaders(), data)
+        except http.client.HTTPException as exc:
+            raise OSError(str(exc)) from exc
+        finally:
+            conn.close()
+
+
+def _status(code: int) -> _Answer:
+    reason = STATUS_REASONS.get(code, "ServiceUnavailable")
+    message = f"the fault proxy answers {code}"
+    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message}
+    headers = [("Content-Type", "application/json")]
+    if code in (429, 503):  # as the API server sheds load
+        headers.append(("Retry-After", "1"))
+    data = json.dumps({**body, "reason": reason, "code": code}).encode()
+    return _Answer(code, reason, headers, data)
+
+
+def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as the API server does
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Quiet: the test reads ``hits``."""
+
+        def handle_one(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            fault, release = proxy.take(self.command, self.path)
+            if fault is not None and fault.kind == "hold":
+                release.wait(timeout=HOLD_LIMIT)
+                self.close_connection = True
+                return
+            if fault is not None and fault.kind == "status":
+                self._send(_status(fault.status).raw())
+                return
+            if fault is not None and fault.kind == "slow":
+                release.wait(timeout=fault.delay)
+            try:
+                answer = proxy.forward(self.command, self.path, self.headers, body)
+            except OSError:  # the server is down: the client sees its connection cut
+                self._reset(b"")
+                return
+            raw = answer.raw()
+            if fault is not None and fault.kind == "cut-headers":  # in a header's name
+                self._reset(raw[: raw.index(b"\r\nContent-Type:") + len(b"\r\nCont")])
+            elif fault is not None and fault.kind == "cut-body":
+                start = raw.index(b"\r\n\r\n") + 4
+                self._reset(raw[: start + len(answer.body) // 2])
+            else:
+                self._send(raw)
+
+        def _send(self, raw: bytes) -> None:
+            self.wfile.write(raw)
+            self.wfile.flush()
+
+        def _reset(self, prefix: bytes) -> None:
+            """``prefix``, then a reset (no FIN): the answer ends where it was cut."""
+            self.wfile.write(prefix)
+            self.wfile.flush()
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = handle_one
+
+    return Handler
+
+
+def proxy_kubeconfig(kubeconfig: Path, proxy: FaultProxy, path: Path) -> Path:
+    """A copy of ``kubeconfig`` whose server is the proxy (plain HTTP, the same token)."""
+    import yaml
+
+    config = yaml.safe_load(kubeconfig.read_text())
+    for cluster in config["clusters"]:
+        cluster["cluster"] = {"server": proxy.url}
+    path.write_text(yaml.safe_dump(config))
+    return path
