@@ -47,8 +47,9 @@ Decisions where the spec is silent:
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -75,6 +76,7 @@ from convoy_batch.deployers.serverform import ServerForms, in_sync
 from convoy_batch.errors import (
     ApplyFailed,
     ClusterUnavailable,
+    ConvoyError,
     DryRunFailed,
     Forbidden,
     PruneFailed,
@@ -219,23 +221,33 @@ class KubernetesDeployer:
             self._ensure_listed(api_version, kind, namespaces)
         return {key: self._live.get(key.identity()) for key in keys}
 
+    @contextmanager
+    def _answers(self, refused: Callable[[ApiError], ConvoyError] | None = None) -> Iterator[None]:
+        """The one translation of the client's errors into outcome errors: no usable answer
+        (:class:`Unreachable`: unreachable, cut, timed out, 5xx, 429) is ClusterUnavailable
+        naming the Cluster file; a refusal (:class:`ApiError`, a 4xx) is what ``refused``
+        makes of it (None: it propagates, for the caller to tell the objects apart)."""
+        try:
+            yield
+        except Unreachable as exc:
+            raise self._unavailable(str(exc)) from None
+        except ApiError as exc:
+            if refused is None:
+                raise
+            raise refused(exc) from None
+
+    def _unavailable(self, what: str) -> ClusterUnavailable:
+        return ClusterUnavailable(f"{self.api.where}: {what}")
+
     def get_many(self, keys: Iterable[ObjectKey]) -> dict[ObjectKey, Manifest | None]:
         """Live objects carrying the ``convoy.dev/release`` label, one LIST per kind."""
-        try:
+        with self._answers(lambda exc: self._unavailable(f"list: {exc}")):
             return self._lookup(keys)
-        except Unreachable as exc:
-            raise ClusterUnavailable(f"{self.api.where}: {exc}") from None
-        except ApiError as exc:
-            raise ClusterUnavailable(f"{self.api.where}: list: {exc}") from None
 
     def get(self, key: ObjectKey) -> Manifest | None:
         """The live object, read now."""
-        try:
+        with self._answers(lambda exc: self._unavailable(f"get {key}: {exc}")):
             return self._get(key)
-        except Unreachable as exc:
-            raise ClusterUnavailable(f"{self.api.where}: {exc}") from None
-        except ApiError as exc:
-            raise ClusterUnavailable(f"{self.api.where}: get {key}: {exc}") from None
 
     def _get(self, key: ObjectKey) -> Manifest | None:
         resource = self._resource(key.api_version, key.kind)
@@ -251,12 +263,8 @@ class KubernetesDeployer:
 
     def capabilities(self) -> Capabilities:
         """The server's version and API versions (what a Helm render is told), read once."""
-        try:
+        with self._answers(lambda exc: self._unavailable(f"the server's version: {exc}")):
             return self.api.capabilities()
-        except Unreachable as exc:
-            raise ClusterUnavailable(f"{self.api.where}: {exc}") from None
-        except ApiError as exc:
-            raise ClusterUnavailable(f"{self.api.where}: the server's version: {exc}") from None
 
     def _settled(self, desired: Manifest, live: Manifest | None) -> bool:
         """``settled``, or the server's last answer to ``desired`` is what lives there
@@ -289,12 +297,8 @@ class KubernetesDeployer:
         live = self._with_unlabelled(objects, self._live_of(objects))
         todo = [o for o in objects if not self._settled(o, live.get(key_of(o).identity()))]
         context = BatchContext(objects)
-        try:
+        with self._answers(lambda exc: DryRunFailed(f"dry run: reading the namespaces: {exc}")):
             context.pending = {n for n in context.namespaces if not self._namespace_exists(n, live)}
-        except Unreachable as exc:
-            raise ClusterUnavailable(f"{self.api.where}: {exc}") from None
-        except ApiError as exc:
-            raise DryRunFailed(f"dry run: reading the namespaces: {exc}") from None
         problems = self._run(lambda o: self._dry_run_one(o, live, context), todo)
         if found := next(filter(None, problems), None):
             raise DryRunFailed(found)
@@ -314,12 +318,11 @@ class KubernetesDeployer:
         if create_only(obj) and current is not None:
             return None  # only convoy-batch's own label and annotation are written
         try:
-            if is_hook(obj) and current is not None:
-                self._dry_run_create(resource, obj)
-            else:
-                self._answered(obj, self._patch(resource, obj, dry_run=True), current)
-        except Unreachable as exc:
-            raise ClusterUnavailable(f"{self.api.where}: {exc}") from None
+            with self._answers(refused=None):
+                if is_hook(obj) and current is not None:
+                    self._dry_run_create(resource, obj)
+                else:
+                    self._answered(obj, self._patch(resource, obj, dry_run=True), current)
         except ApiError as exc:
             if exc.status == 404 and key.namespace in context.namespaces:
                 return context.local_problem(obj)  # its namespace comes with this render
@@ -366,7 +369,7 @@ class KubernetesDeployer:
         """Server-side apply (manager convoy-batch, force) of what differs from live; how
         many objects it sent."""
         written = 0
-        try:
+        with self._answers():
             objects = [*self._missing_namespaces(objects), *map(with_defaults, objects)]
             live = self._with_unlabelled(objects, self._live_of(objects))
             self._crds |= crd_kinds(objects)
@@ -378,8 +381,6 @@ class KubernetesDeployer:
                 if found := next(filter(None, problems), None):
                     raise ApplyFailed(found)
                 written += len(todo)
-        except Unreachable as exc:
-            raise ClusterUnavailable(f"{self.api.where}: {exc}") from None
         return written
 
     def _missing_namespaces(self, objects: Sequence[Manifest]) -> list[Manifest]:
@@ -464,15 +465,11 @@ class KubernetesDeployer:
 
     def delete(self, key: ObjectKey) -> bool:
         """Foreground delete; True once the object is gone (PruneFailed, ClusterUnavailable)."""
-        try:
+        with self._answers(lambda exc: PruneFailed(f"delete {key}: {exc}")):
             resource = self._resource(key.api_version, key.kind)
             if resource is None:
                 return True  # the kind is no longer served: nothing of it is left
             gone = self._delete_and_wait(resource, key, "Foreground", DELETE_WAIT)
-        except Unreachable as exc:
-            raise ClusterUnavailable(f"{self.api.where}: {exc}") from None
-        except ApiError as exc:
-            raise PruneFailed(f"delete {key}: {exc}") from None
         if gone:
             self._live[key.identity()] = None
         return gone
