@@ -88,6 +88,7 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
     )
     tick.note_inventory(new_inventory)
     try:
+        settle_render(tick, release.name)
         tick.save_inventory(release.name)
     except StateFailed as exc:
         outcome = Outcome(outcome.rollout, outcome.applied, exc.reason, str(exc), outcome.render)
@@ -107,6 +108,15 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
         ),
     )
     return handled
+
+
+def settle_render(tick: Tick, name: str) -> None:
+    """The render this tick made for ``name`` is durable before its status names it
+    (its write may still be in the background when no step changed the cluster);
+    StateFailed when it cannot be stored."""
+    rendered = tick.render_keys.get(name)
+    if rendered is not None:
+        tick.stores.renders.settle(rendered[1])
 
 
 def complete_intent(tick: Tick, release: Release, intent: Intent) -> None:
