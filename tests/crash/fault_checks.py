@@ -3,7 +3,8 @@ right after it and before any later tick repairs anything.
 
 - its exit code and stderr are the README's: no traceback, every line of stderr one
   message of a known shape, exit 1 (or 2) exactly when an error is reported, stdout a
-  line per Release when the tick ran;
+  line per Release when the tick ran; a call of its own that failed is never silent (at
+  least a warning);
 - nothing is claimed that did not happen: every render a status at HEAD, a write-ahead
   record or a cluster object (its ``convoy.dev/render``) names is in the render store and
   verifies; "status commits not written" only when HEAD did not move, and a HEAD that
@@ -51,10 +52,19 @@ def output_problems(run: h.TickRun, releases: int) -> list[str]:
         problems.append(f"exit 0 with errors reported: {h.short(errors[0])}")
     elif run.code != 0 and not errors:
         problems.append(f"exit {run.code} without an error line: {h.last_words(run.err)}")
+    if run.hit is not None and not lines and _own_call(run.hit):
+        problems.append("its own call failed, yet nothing was said (a failure swallowed)")
     shown = [ln for ln in run.out.splitlines() if ln.strip()]
     if run.code in (0, 1) and len(shown) != releases:
         problems.append(f"stdout has {len(shown)} lines for {releases} Releases")
     return problems
+
+
+def _own_call(hit: str) -> bool:
+    """Whether the injector's line is a call of the tick's own process (git's are git's to
+    handle: fast-import keeps its pack when loosening it into objects fails)."""
+    fields = hit.split(" ", 5)
+    return len(fields) > 4 and fields[4].startswith("python")
 
 
 def _status_refs(status: Any) -> set[str]:

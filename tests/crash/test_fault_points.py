@@ -37,6 +37,7 @@ How many points run:
 """
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -124,6 +125,27 @@ def fault_case(world: CrashWorld, shim: Path, kind: str, n: int, fault: h.Fault)
     return (head + "".join(f"\n    - {p}" for p in problems)).replace(prefix, "")
 
 
+KEY_POINTS = (
+    # (kind, the recorded call, errno): the defects issue 24 found, each at its first call.
+    ("write", r" write\(\S*/state/renders/\.\S*\.tmp,", "ENOSPC"),  # a background render write
+    ("fsync", r" fsync\(\S*/state/renders/\.\S*\.tmp\)$", "EIO"),  # the render's own fsync
+    ("fsync", r" fsync\(\S*/state/renders\)$", "EIO"),  # what makes its rename durable
+    ("fsync", r" fsync\(\S*/state/intents\)$", "EIO"),
+    ("create", r" git \S+\(\S*/\.git/refs/heads/main\.lock,", "ENOSPC"),  # the branch's lock
+    ("create", r" git \S+\(\S*/\.git/packed-refs\.lock,", "ENOSPC"),
+    ("rename", r" python rename\(\S*/\.git/index\.lock, \S*/\.git/index\)$", "EIO"),  # landed
+    ("write", r" git write\(\S*/\.git/index\.lock\.lock,", "EIO"),  # checkout's index
+)
+
+
+def key_point(world: CrashWorld, kind: str, pattern: str) -> int:
+    """The number of the first recorded call of ``kind`` that matches ``pattern``."""
+    for line in world.events:
+        if line.startswith(f"{kind} ") and re.search(pattern, line):
+            return int(line.split(" ", 2)[1])
+    raise AssertionError(f"the tick made no {kind} call like {pattern!r}")
+
+
 def run_points(world: CrashWorld, shim: Path, kind: str, points: list[tuple[int, h.Fault]]) -> None:
     failures = [r for n, fault in points if (r := fault_case(world, shim, kind, n, fault))]
     if failures:
@@ -144,3 +166,15 @@ def test_a_disk_that_stays_full_claims_nothing_and_later_ticks_converge(
     crash_world: CrashWorld, shim: Path
 ) -> None:
     run_points(crash_world, shim, "write", full_disk_points(crash_world.counts["write"]))
+
+
+@pytest.mark.parametrize(
+    ("kind", "pattern", "errno"),
+    KEY_POINTS,
+    ids=[f"{k}-{e}-{i}" for i, (k, _, e) in enumerate(KEY_POINTS)],
+)
+def test_the_calls_the_issue_found_failing_are_reported_and_converge(
+    kind: str, pattern: str, errno: str, crash_world: CrashWorld, shim: Path
+) -> None:
+    n = key_point(crash_world, kind, pattern)
+    run_points(crash_world, shim, kind, [(n, h.Fault(errno))])
