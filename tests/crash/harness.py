@@ -6,7 +6,8 @@ The injector is ``crashshim.c`` (next to this file), compiled once per test sess
 the system's C compiler and loaded with ``LD_PRELOAD``; its header says what it counts.
 Calls are numbered per kind across every process and thread of the tick, so a crash
 point is (kind, n): the n-th call of that kind, killed (SIGKILL of the whole process
-group) before the call takes effect.
+group) before the call takes effect, or, with a :class:`Fault`, failed with an errno
+instead (``test_fault_points.py``).
 
 Only relative paths and the test's own temporary folders are used; the tick process
 runs this checkout's code (``PYTHONPATH`` is the folder above ``tests``).
