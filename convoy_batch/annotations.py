@@ -11,12 +11,17 @@ Rules:
   of them does.
 - Argo CD's ``Sync`` hooks are a phase of their own between PreSync and the first wave,
   and ``SyncFail`` hooks run only when a sync fails (``stages/hooks.py``).
+- A hook may name several sync phases (Argo CD's ``PreSync,PostSync``, Helm's
+  ``pre-install,post-install``): it is a hook of each, in sync order, duplicates
+  collapsed. ``Skip`` and ``SyncFail`` stand alone: combined with another phase they
+  are refused.
 - Argo CD's ``Skip`` hook and Flux's ``ssa: Ignore`` (or ``reconcile: disabled``) make
   an object ignored: never applied, never pruned.
 - Helm's hooks (``helm.sh/hook``, as ``helm template`` leaves them) are read as Argo CD
   reads them: pre-install/pre-upgrade are PreSync, post-install/post-upgrade PostSync,
-  the others (tests, delete, rollback) are dropped; ``hook-weight`` orders like a wave,
-  ``hook-delete-policy`` maps to the delete policies. Argo CD's own annotations win.
+  each item of the list read so; the others (tests, delete, rollback) are dropped;
+  ``hook-weight`` orders like a wave, ``hook-delete-policy`` maps to the delete
+  policies. Argo CD's own annotations win.
 - Flux's ``ssa: IfNotPresent`` is read by the deployers from the manifest itself
   (:func:`create_only`): the object is created when missing; an existing one gets
   convoy-batch's label and render annotation only (:func:`bookkeeping`), never a field
@@ -24,7 +29,7 @@ Rules:
 """
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,7 +119,9 @@ class Meaning:
     """What convoy-batch does with one object."""
 
     wave: int = 0
-    hook: PhaseName | None = None
+    hooks: tuple[PhaseName, ...] = ()
+    """Its hook phases in sync order (PreSync, Sync, PostSync), or SyncFail alone; empty
+    for an object that is no hook."""
     prune: bool = True
     ignored: bool = False
     """Never applied, never pruned (Argo CD ``Skip``, Flux ``ssa: Ignore``)."""
@@ -127,6 +134,11 @@ class Meaning:
     delete_when: frozenset[HealthState] = frozenset()
     """A hook deleted once its health is one of these (HookSucceeded, HookFailed)."""
 
+    @property
+    def hook(self) -> PhaseName | None:
+        """Its first hook phase: where it sorts (None: no hook)."""
+        return self.hooks[0] if self.hooks else None
+
 
 PLAIN = Meaning()
 """An object without annotations: wave 0, no hook, pruned, applied."""
@@ -137,10 +149,10 @@ def meaning(annotations: Mapping[str, Any], where: str) -> Meaning:
     if not annotations:  # most objects: nothing to read
         return PLAIN
     note = _Reader(annotations, where)
-    hook, skip = note.hook()
+    hooks, skip = note.hooks()
     return Meaning(
         wave=note.wave(),
-        hook=hook,
+        hooks=hooks,
         prune=note.prune(),
         ignored=skip or note.flux_ignored(),
         dropped=skip and note.helm_dropped(),
@@ -187,38 +199,44 @@ class _Reader:
             return int(value)
         raise self.refuse(name, value, "an integer")
 
-    def hook(self) -> tuple[PhaseName | None, bool]:
-        """The hook phase, and whether the object is skipped (Argo CD ``Skip``)."""
+    def hooks(self) -> tuple[tuple[PhaseName, ...], bool]:
+        """The hook phases, and whether the object is skipped (Argo CD ``Skip``)."""
         if ANNOTATION_HOOK in self.annotations:
             value = self.annotations[ANNOTATION_HOOK]
             found = next((h for h in CONVOY_HOOKS if h == value), None)
             if value is not None and found is None:
                 raise self.refuse(ANNOTATION_HOOK, value, "PreSync or PostSync")
-            return found, False
-        expected = "one of PreSync, Sync, PostSync, SyncFail, Skip"
+            return ((found,) if found else ()), False
         if ARGO_HOOK not in self.annotations and HELM_HOOK in self.annotations:
-            return self.helm_hook()
-        items = self.csv(ARGO_HOOK, expected)
-        if items is None:
-            return None, False
-        if len(items) > 1:
-            raise self.refuse(ARGO_HOOK, ",".join(items), "one hook phase (one per object)")
-        if items[0] == SKIP:
-            return None, True
-        found = next((h for h in ARGO_HOOKS if h == items[0]), None)
-        if found is None:
-            raise self.refuse(ARGO_HOOK, items[0], expected)
-        return found, False
+            return self.helm_hooks()
+        return self.argo_hooks()
 
-    def helm_hook(self) -> tuple[PhaseName | None, bool]:
-        """Helm's hooks: the first one a sync runs, or skipped when none is (tests)."""
+    def argo_hooks(self) -> tuple[tuple[PhaseName, ...], bool]:
+        """Argo CD's list: sync phases, or ``Skip`` or ``SyncFail`` alone."""
+        known = "one of PreSync, Sync, PostSync, SyncFail, Skip"
+        items = self.csv(ARGO_HOOK, known)
+        if items is None:
+            return (), False
+        for item in items:
+            if item != SKIP and item not in ARGO_HOOKS:
+                raise self.refuse(ARGO_HOOK, item, known)
+        if len(set(items)) > 1 and not set(items).isdisjoint((SKIP, SYNC_FAIL)):
+            expected = "a list of sync phases (Skip and SyncFail stand alone)"
+            raise self.refuse(ARGO_HOOK, ",".join(items), expected)
+        if items[0] == SKIP:
+            return (), True
+        return _in_order(items), False
+
+    def helm_hooks(self) -> tuple[tuple[PhaseName, ...], bool]:
+        """Helm's hooks: the phases a sync runs them in, or skipped when it runs none of
+        them (tests)."""
         expected = "a list of Helm hooks (pre-install, post-upgrade, test, ...)"
         items = self.csv(HELM_HOOK, expected) or []
         for item in items:
             if item not in HELM_HOOKS:
                 raise self.refuse(HELM_HOOK, item, expected)
-        found = [HELM_HOOKS[item] for item in items if HELM_HOOKS[item] is not None]
-        return (found[0], False) if found else (None, True)
+        found = _in_order([p for p in (HELM_HOOKS[item] for item in items) if p is not None])
+        return found, not found
 
     def helm_dropped(self) -> bool:
         """Skipped by Helm's annotation alone (no convoy or Argo CD hook annotation): every
@@ -284,6 +302,11 @@ class _Reader:
     def flux_ignored(self) -> bool:
         reconcile = self.flux_value(FLUX_RECONCILE, ("enabled", "disabled"))
         return self.flux_ssa() == "Ignore" or reconcile == "disabled"
+
+
+def _in_order(phases: Sequence[str]) -> tuple[PhaseName, ...]:
+    """The distinct hook phases among ``phases``, in sync order."""
+    return tuple(p for p in ARGO_HOOKS if p in phases)
 
 
 def _annotation(manifest: Mapping[str, Any], name: str) -> Any:

@@ -31,13 +31,6 @@ from typing import Any
 
 import dagster as dg
 
-# Not exported by dagster 1.13, but the only way to say which materialization a check
-# result logged from an op judges (Dagster counts a partition's check only when its result
-# targets the partition's latest materialization).
-from dagster._core.definitions.asset_checks.asset_check_evaluation import (
-    AssetCheckEvaluationTargetMaterializationData,
-)
-
 from convoy_batch.glance import Glance, alarm, glance, headline
 from convoy_batch.reconcile import Handled
 from convoy_batch.runner import TickReport, run_tick
@@ -285,7 +278,7 @@ def state_evaluations(
     pending judges none, so the partition's check reads as not evaluated, neither passed
     nor failed, while its latest result (the warning) says why."""
     judged = [h.name for h in changed if glance(h.status) is not Glance.PENDING]
-    targets: dict[str, AssetCheckEvaluationTargetMaterializationData] = {}
+    targets: dict[str, Any] = {}
     if judged:
         found = instance.fetch_materializations(
             dg.AssetRecordsFilter(asset_key=RELEASE_KEY, asset_partitions=judged),
@@ -293,15 +286,26 @@ def state_evaluations(
         )
         for rec in found.records:
             if rec.partition_key is not None and rec.partition_key not in targets:
-                targets[rec.partition_key] = AssetCheckEvaluationTargetMaterializationData(
-                    run_id=rec.run_id, storage_id=rec.storage_id, timestamp=rec.timestamp
-                )
+                targets[rec.partition_key] = judged_materialization(rec)
     return [_evaluation(h, targets.get(h.name)) for h in changed]
 
 
-def _evaluation(
-    handled: Handled, target: AssetCheckEvaluationTargetMaterializationData | None
-) -> dg.AssetCheckEvaluation:
+def judged_materialization(record: dg.EventLogRecord) -> Any:
+    """What a check result logged from an op names as the materialization it judges
+    (Dagster counts a partition's check only when its result targets the partition's
+    latest materialization). The project's one import of Dagster's private API: dagster
+    1.13 does not export the type; ``tests/test_dagster_definitions.py`` fails when it
+    moves or changes."""
+    from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+        AssetCheckEvaluationTargetMaterializationData,
+    )
+
+    return AssetCheckEvaluationTargetMaterializationData(
+        run_id=record.run_id, storage_id=record.storage_id, timestamp=record.timestamp
+    )
+
+
+def _evaluation(handled: Handled, target: Any) -> dg.AssetCheckEvaluation:
     verdict = glance(handled.status)
     pending = verdict is Glance.PENDING
     return dg.AssetCheckEvaluation(

@@ -3,7 +3,8 @@
 Exit codes: 0 every Release reconciled (waiting, gated, rolled back count); 1 at
 least one Release errored; 2 usage error, unreadable repository, unknown Release, a
 state directory that cannot be used. ``diff`` follows ``git diff``: 0, or 1 with
-``--exit-code`` when something would change; 2 when a Release cannot be rendered.
+``--exit-code`` when an object or a rollout would change; 2 when a Release cannot be
+rendered.
 """
 
 import argparse
@@ -75,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--all", action="store_true", help="every Release (the default)")
     d.add_argument("--revision", default=None, help="a branch, tag or commit (default HEAD)")
     d.add_argument("--live", action="store_true", help="against the cluster, not the inventory")
-    d.add_argument("--exit-code", action="store_true", help="exit 1 when anything would change")
+    d.add_argument("--exit-code", action="store_true", help="exit 1 on an object or rollout change")
     d.add_argument("--now", type=parse_time, default=None, help=NOW_HELP)
     h = _command(sub, "history", "a Release's status changes, from git log -- status/")
     h.add_argument("name", help="the Release")
@@ -206,7 +207,7 @@ def cmd_diff(args: argparse.Namespace, repo: Path, state: Path, now: datetime) -
             print(f"convoy-batch: {d.error}", file=sys.stderr)
     if any(d.error is not None for d in diffs):
         return EXIT_USAGE
-    return EXIT_ERRORS if args.exit_code and any(d.changed for d in diffs) else EXIT_OK
+    return EXIT_ERRORS if args.exit_code and any(d.differs for d in diffs) else EXIT_OK
 
 
 def cmd_history(args: argparse.Namespace, repo: Path, state: Path, now: datetime) -> int:

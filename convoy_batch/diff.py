@@ -11,12 +11,18 @@ Decided:
 - "Applied now" is each inventory entry's object as its applied render holds it (the
   render store). A Release this state directory never applied is compared with its
   render at HEAD (a CI job's fresh state directory: what the merge changes); ``live``
-  compares with the cluster (every field the render sets, as the server shows it).
+  compares with the cluster (every field the render sets, as the server shows it),
+  without the hooks their delete policy deleted for this render (a tick does not create
+  them again; one still live shows as removed, as the tick deletes it).
 - Objects match by identity (group, kind, namespace, name), so a new apiVersion of the
   same object is a change, not a removal and an addition. The convoy label and render
   annotation are left out of the comparison.
 - A Release whose file is gone at the revision is reported; its objects stay (convoy-batch
   stops managing them and prunes nothing).
+- ``--exit-code`` counts a Release that :attr:`ReleaseDiff.differs`: an object added,
+  changed or removed (not one kept by ``prune: false``), the Release gone, or a plan
+  that moves the rollout (its state, or the render it follows). A plan line alone (a
+  re-apply of unchanged objects, a gate) is not a change.
 """
 
 import difflib
@@ -40,6 +46,7 @@ from convoy_batch.models import (
     key_of,
 )
 from convoy_batch.render import Manifest, Render
+from convoy_batch.stages.hooks import deleted_hooks
 from convoy_batch.stages.render import resolve_cluster, stage_render
 from convoy_batch.tick import Tick
 
@@ -76,7 +83,22 @@ class ReleaseDiff:
 
     @property
     def changed(self) -> bool:
+        """An object would be added, changed or removed, or the Release is gone."""
         return self.gone or any(c.change != "kept" for c in self.changes)
+
+    @property
+    def rollout_changes(self) -> bool:
+        """The plan moves the rollout: to another state, or to another render (a new
+        render that opens a rollout while one is Progressing). A re-apply that changes
+        no object, a gate or a wait moves nothing."""
+        plan = self.plan or {}
+        state = plan.get("from") != plan.get("to")
+        return state or plan.get("fromRender") != plan.get("toRender")
+
+    @property
+    def differs(self) -> bool:
+        """What ``--exit-code`` counts: :attr:`changed` or :attr:`rollout_changes`."""
+        return self.changed or self.rollout_changes
 
     def count(self, change: Change) -> int:
         return sum(1 for c in self.changes if c.change == change)
@@ -113,13 +135,10 @@ def diff_release(tick: Tick, head: Tick, entry: ReleaseEntry, live: bool) -> Rel
     release = entry.release
     try:
         rendered = stage_render(tick, release)  # the render decide made (once a tick)
-        if live:
-            baseline = _live(tick, rendered.render, tick.inventory(name))
-        else:
-            baseline = _applied(tick, name) or _head_render(head, name)
+        desired, baseline = _sides(tick, head, name, rendered.render, live)
     except ConvoyError as exc:
         return ReleaseDiff(name, error=f"{name}: {exc.reason}: {exc}")
-    changes = compare(_desired(rendered.render), baseline)
+    changes = compare(desired, baseline)
     result = ReleaseDiff(
         name, rendered.cluster.name, baseline.against, changes, len(baseline.objects), row, line
     )
@@ -129,6 +148,19 @@ def diff_release(tick: Tick, head: Tick, entry: ReleaseEntry, live: bool) -> Rel
             f"{name}: would delete every object of the Release ({deleted} objects)"
         )
     return result
+
+
+def _sides(
+    tick: Tick, head: Tick, name: str, render: Render, live: bool
+) -> tuple[dict[Identity, tuple[ObjectKey, Manifest]], "_Baseline"]:
+    """What the render wants and what is there now (reads the stores or the cluster)."""
+    desired = _desired(render)
+    if not live:
+        return desired, _applied(tick, name) or _head_render(head, name)
+    inventory = tick.inventory(name)
+    for ident in deleted_hooks(render, inventory):
+        desired.pop(ident, None)  # a tick does not create them again for this render
+    return desired, _live(tick, render, inventory)
 
 
 def _gone(head: Tick, name: str) -> ReleaseDiff:

@@ -6,11 +6,16 @@ the same comparison as ``observer.health_changed``.
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from convoy_batch.models import Release, ReleaseInventory, ReleaseStatus, RolloutState
+from convoy_batch.models import (
+    Release,
+    ReleaseInventory,
+    ReleaseStatus,
+    RolloutState,
+    TickRecord,
+)
 from convoy_batch.rollout.verdict import deadline_passed, deadline_start
 
 HealthSnapshot = tuple[tuple[str, str, str | None], ...]
@@ -43,20 +48,10 @@ def health_snapshot(inventory: ReleaseInventory) -> HealthSnapshot:
     return tuple(sorted(rows, key=lambda r: r[0]))
 
 
-@dataclass(frozen=True)
-class Memory:
-    """What the state directory remembers of the last reconcile of a Release."""
-
-    last_reconcile_at: datetime | None
-    release_blob: str | None
-    source_revision: str | None
-    health: HealthSnapshot
-
-
 def due_reasons(
     release: Release,
     status: ReleaseStatus,
-    memory: Memory,
+    memory: TickRecord,
     *,
     health: HealthSnapshot | None,
     release_blob: str,

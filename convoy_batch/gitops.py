@@ -5,7 +5,7 @@ A broken file never stops the others: each Release file gives a :class:`ReleaseE
 holding either the Release or a one-line error naming the file and the field.
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
@@ -32,7 +32,8 @@ class ReleaseEntry:
     path: str
     """Repo-relative posix path, e.g. ``releases/web.yaml``."""
     blob: str
-    """Git blob SHA of the file: a changed Release file wakes the Release up."""
+    """Git blob SHA of the file: a changed Release file wakes the Release up (for a name
+    that several files claim, their SHAs joined by ``+``)."""
     release: Release | None
     error: str | None
     """One line naming the file and the field; exactly one of release and error is set."""
@@ -195,18 +196,24 @@ def _readable_name(data: dict[str, Any]) -> str | None:
 
 
 def _claim(items: list[Loaded]) -> list[Loaded]:
-    """Give each file a distinct name (decided): valid files claim their name first, in
-    path order; a later file claiming a taken name becomes an error and is keyed by its
-    file name (``web.yml``), which is distinct within the directory."""
-    taken: dict[str, str] = {}
-    result = []
-    for item in sorted(items, key=lambda i: (i.error is not None, i.path)):
-        if item.name in taken:
-            error = item.error or (
-                f"{item.path}: metadata.name: {item.name!r} is already defined by "
-                f"{taken[item.name]}"
-            )
-            item = replace(item, name=PurePosixPath(item.path).name, model=None, error=error)
-        taken[item.name] = item.path
-        result.append(item)
+    """One entry per name (decided): files that claim the same name (``web.yaml`` and
+    ``web.yml``, or a broken ``web.yml`` whose name is its stem) are one entry whose error
+    names every one of them, so neither is reconciled as if the other did not exist; it is
+    keyed by that name, listed at the first file's path, and its ``blob`` is theirs joined
+    (a change to any of them is a change of the entry)."""
+    claims: dict[str, list[Loaded]] = {}
+    for item in items:
+        claims.setdefault(item.name, []).append(item)
+    result = [group[0] if len(group) == 1 else _ambiguous(group) for group in claims.values()]
     return sorted(result, key=lambda i: i.path)
+
+
+def _ambiguous(group: list[Loaded]) -> Loaded:
+    paths = sorted(item.path for item in group)
+    name = group[0].name
+    error = (
+        f"{', '.join(paths)}: metadata.name: {name!r} is claimed by {len(paths)} files; "
+        "one file per Release"
+    )
+    blob = "+".join(item.blob for item in sorted(group, key=lambda i: i.path))
+    return Loaded(name, paths[0], blob, None, error)

@@ -18,9 +18,8 @@ from convoy_batch.errors import (
     StateFailed,
 )
 from convoy_batch.gitops import ReleaseEntry
-from convoy_batch.hints import TickRecord
-from convoy_batch.intents import Intent, Step
-from convoy_batch.models import Release, ReleaseInventory
+from convoy_batch.intents import Intent
+from convoy_batch.models import Release, ReleaseInventory, TickRecord
 from convoy_batch.reasons import Reason
 from convoy_batch.reconcile import (
     Handled,
@@ -32,7 +31,9 @@ from convoy_batch.reconcile import (
 )
 from convoy_batch.render import load_render
 from convoy_batch.rollout import Outcome, RenderId, commit_message
+from convoy_batch.rollout.step import Step
 from convoy_batch.stages.act import carry_out
+from convoy_batch.stages.outcome import failed
 from convoy_batch.tick import Tick
 
 log = logging.getLogger("convoy_batch")
@@ -54,7 +55,7 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
     record left by a killed tick is completed first."""
     release = entry.release
     if release is None:
-        outcome = Outcome(None, False, InvalidRelease.reason, entry.error or "invalid")
+        outcome = failed(InvalidRelease(entry.error or "invalid"))
         empty = ReleaseInventory(release=entry.name)
         return sync_handler(tick, entry.name, None, outcome, empty, None)
     try:
@@ -65,7 +66,7 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
         inventory = tick.inventory(release.name)
         force_at = pending_force_sync(tick, release, status)
     except (InvalidRelease, StateFailed) as exc:
-        outcome = Outcome(None, False, exc.reason, str(exc))
+        outcome = failed(exc)
         empty = ReleaseInventory(release=release.name)
         return sync_handler(tick, release.name, release, outcome, empty, None)
 
@@ -91,9 +92,11 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
         settle_render(tick, release.name)
         tick.save_inventory(release.name)
     except StateFailed as exc:
-        outcome = Outcome(outcome.rollout, outcome.applied, exc.reason, str(exc), outcome.render)
+        outcome = failed(
+            exc, rollout=outcome.rollout, render=outcome.render, applied=outcome.applied
+        )
     handled = sync_handler(tick, release.name, release, outcome, new_inventory, force_at)
-    rendered = tick.render_keys.get(release.name)
+    rendered = tick.rendered.get(release.name)
     tick.stores.ticks.save(
         release.name,
         TickRecord(
@@ -103,8 +106,8 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
             # last healthy one, whose older revision would look like a change every tick.
             source_revision=source_revision(tick, entry),
             health=health_snapshot(new_inventory),
-            render_key=rendered[0] if rendered else None,
-            render_ref=rendered[1] if rendered else None,
+            render_key=rendered.key if rendered else None,
+            render_ref=rendered.render.ref if rendered else None,
         ),
     )
     return handled
@@ -114,9 +117,9 @@ def settle_render(tick: Tick, name: str) -> None:
     """The render this tick made for ``name`` is durable before its status names it
     (its write may still be in the background when no step changed the cluster);
     StateFailed when it cannot be stored."""
-    rendered = tick.render_keys.get(name)
+    rendered = tick.rendered.get(name)
     if rendered is not None:
-        tick.stores.renders.settle(rendered[1])
+        tick.stores.renders.settle(rendered.render.ref)
 
 
 def complete_intent(tick: Tick, release: Release, intent: Intent) -> None:
@@ -128,7 +131,7 @@ def complete_intent(tick: Tick, release: Release, intent: Intent) -> None:
         return  # its commit landed; only the record was left
     step = intent.step
     inventory = tick.inventory(name)
-    failure: tuple[Reason, str] | None
+    failure: ConvoyError | None
     try:
         cluster = tick.snapshot.clusters.get(intent.cluster)
         if cluster is None:
@@ -141,13 +144,13 @@ def complete_intent(tick: Tick, release: Release, intent: Intent) -> None:
         record, claimants = tick.recorder(name), tick.claimants(name)
         acted = carry_out(deployer, inventory, render, step, record, claimants)
     except ConvoyError as exc:
-        failure = (exc.reason, str(exc))
+        failure = exc
     else:
         tick.note_inventory(acted.inventory)
         tick.save_inventory(name)
-        failure = (PruneFailed.reason, acted.errors[0]) if acted.errors else None
+        failure = PruneFailed(acted.errors[0]) if acted.errors else None
         if acted.failure is not None:
-            failure = (acted.failure.reason, str(acted.failure))
+            failure = acted.failure
     log.warning("%s: completing the decision of a killed tick (%s)", name, intent.message)
     if failure is None:
         attempt = intent.status.last_attempted
@@ -156,5 +159,5 @@ def complete_intent(tick: Tick, release: Release, intent: Intent) -> None:
         commit_status(tick, name, done, intent.status, intent.message)
         return
     rid = RenderId(ref=step.render_ref, revision=step.revision)
-    outcome = Outcome(intent.status.rollout, False, failure[0], failure[1], rid)
+    outcome = failed(failure, rollout=intent.status.rollout, render=rid)
     sync_handler(tick, name, release, outcome, tick.inventory(name), None)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from convoy_batch.errors import StateFailed
-from convoy_batch.models import Health, Model, ReleaseInventory, Time, parse_model
+from convoy_batch.models import Health, ReleaseInventory, TickRecord, parse_model
 from convoy_batch.statefiles import (
     atomic_write,
     folder_problem,
@@ -28,22 +28,6 @@ log = logging.getLogger("convoy_batch")
 def _json_bytes(data: object) -> bytes:
     """Compact JSON (no indent: the C encoder; an indent takes Python's own, ~10x slower)."""
     return (json.dumps(data, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
-
-
-class TickRecord(Model):
-    """What the wake-ups of SPEC 13 remember of a Release's last reconcile."""
-
-    last_reconcile_at: Time | None = None
-    release_blob: str | None = None
-    """Blob SHA of the Release file at the last reconcile."""
-    source_revision: str | None = None
-    """Source revision seen at the last reconcile."""
-    health: tuple[tuple[str, str, str | None], ...] = ()
-    """(object identity, state, assessedRenderRef) of each inventory entry then."""
-    render_key: str | None = None
-    """Fingerprint of the last render's inputs (source files, Release, Cluster)."""
-    render_ref: str | None = None
-    """The renderRef those inputs gave: a render-cache hit reloads it from the store."""
 
 
 CACHE_FORMAT = 1

@@ -5,13 +5,13 @@ Reads committed git objects only (never the working tree or the state directory)
 """
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import git
 
 from convoy_batch.errors import UsageError
-from convoy_batch.models import ReleaseStatus, Rollout
+from convoy_batch.models import ReleaseStatus
+from convoy_batch.rollout.status import short_ref, transition, written_at
 from convoy_batch.status_yaml import parse_status
 from convoy_batch.timefmt import format_time
 
@@ -38,42 +38,6 @@ class Change:
             "revision": self.revision,
             "commit": self.commit,
         }
-
-
-def state_of(status: ReleaseStatus | None) -> str:
-    """The rollout state; ``none`` without a status file, ``-`` without a rollout."""
-    if status is None:
-        return "none"
-    return status.rollout.state.value if status.rollout is not None else "-"
-
-
-def transition(before: ReleaseStatus | None, after: ReleaseStatus | None) -> tuple[str, str, str]:
-    """(old state, new state, reason) of one status change: a transition (a new state,
-    or a new render, as in the commit message) is told by the rollout's reason, anything
-    else by the attempt's."""
-    old, new = state_of(before), state_of(after)
-    rollout = after.rollout if after is not None else None
-    prior = before.rollout if before is not None else None
-    if rollout is not None and (prior is None or _moved(prior, rollout)):
-        return old, new, rollout.reason
-    attempt = after.last_attempted if after is not None else None
-    return old, new, attempt.reason if attempt else "-"
-
-
-def _moved(prior: Rollout, rollout: Rollout) -> bool:
-    return prior.state != rollout.state or prior.render_ref != rollout.render_ref
-
-
-def written_at(status: ReleaseStatus | None) -> datetime | None:
-    """The tick that wrote ``status``: its latest time (attempt, transition, rollout)."""
-    if status is None:
-        return None
-    times = [c.last_transition_time for c in status.conditions]
-    if status.last_attempted is not None:
-        times.append(status.last_attempted.time)
-    if status.rollout is not None:
-        times.append(status.rollout.started_at)
-    return max(times, default=None)
 
 
 def _status_at(commit: git.Commit, path: str) -> ReleaseStatus | None:
@@ -125,7 +89,7 @@ def lines(changes: list[Change]) -> list[str]:
                 c.time,
                 f"{c.before} -> {c.after}",
                 c.reason,
-                (c.render or "-").removeprefix("sha256:")[:12],
+                short_ref(c.render),
                 (c.revision or "-")[:12],
                 c.commit[:12],
             )

@@ -17,14 +17,11 @@ from convoy_batch.observer import observe
 from convoy_batch.reasons import GATE_REASONS, Reason
 from convoy_batch.reconcile import decide, next_status, pending_force_sync
 from convoy_batch.rollout import Outcome
+from convoy_batch.rollout.status import short_ref, state_name
 from convoy_batch.runner import select
 from convoy_batch.stages.render import resolve_cluster
 from convoy_batch.tick import Tick
 from convoy_batch.timefmt import format_time
-
-
-def _short(ref: str | None) -> str:
-    return ref.removeprefix("sha256:")[:12] if ref else "-"
 
 
 def status_row(
@@ -71,7 +68,7 @@ def status_rows(
     rows = [status_row(e.name, tick.status(e.name), e.error, commits.get(e.name)) for e in entries]
     lines = [
         f"{r['name']:<24} {r['state'] or '-':<12} {r['reason'] or 'never reconciled':<22} "
-        f"render={_short(r['renderRef'])} since={r['since'] or '-'}"
+        f"render={short_ref(r['renderRef'])} since={r['since'] or '-'}"
         for r in rows
     ]
     return rows, lines
@@ -112,10 +109,10 @@ def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
     if outcome.is_error or plan is None or decision.render is None:
         return _error(name, outcome.reason, outcome.message)
     ref = decision.render.ref
-    before = status.rollout.state.value if status.rollout else "none"
+    before = state_name(status.rollout)
     # The rollout the status would get, by the reconcile's own status assembly.
     rollout = next_status(tick, name, release, outcome, inventory, force_at).rollout
-    after = rollout.state.value if rollout else "none"
+    after = state_name(rollout)
     reason = str(rollout.reason) if rollout else ""
     gate = _gate(outcome)
     # The render this reconcile sends: the outcome's (a rollback's is the last healthy one).
@@ -128,6 +125,8 @@ def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
         "action": plan.action.value,
         "from": before,
         "to": after,
+        "fromRender": status.rollout.render_ref if status.rollout else None,
+        "toRender": rollout.render_ref if rollout else None,
         "reason": reason,
         "renderRef": ref,
         "gate": gate.reason.value if gate else None,
@@ -136,9 +135,9 @@ def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
     }
     line = f"{name}: {plan.action.value} {before} -> {after}"
     line += f" ({reason})" if reason else ""
-    line += f" render={_short(applies)}"
+    line += f" render={short_ref(applies)}"
     if applies != ref:
-        line += f" (instead of {_short(ref)})"
+        line += f" (instead of {short_ref(ref)})"
     line += f", because {plan.condition} (row {plan.row})"
     if gate is not None:
         line += f"; stopped by {gate.reason}: {gate.message}"

@@ -20,25 +20,13 @@ from pathlib import Path
 from typing import Literal
 
 from convoy_batch.errors import StateFailed
-from convoy_batch.models import Model, Phase, ReleaseStatus, parse_model
+from convoy_batch.models import Model, ReleaseStatus, parse_model
+from convoy_batch.names import is_label
+from convoy_batch.rollout.step import Step
 from convoy_batch.statefiles import atomic_write, os_problem, read_file, real_root
 from convoy_batch.store import check_release_name
 
 log = logging.getLogger("convoy_batch")
-
-
-class Step(Model):
-    """A decided change of a cluster: apply a render, then (maybe) prune."""
-
-    render_ref: str
-    revision: str | None = None
-    phases: tuple[Phase, ...] | None = None
-    """The phases of the render applied, in order; None: every object but the hooks,
-    in one pass (``apply_last_healthy``, SPEC 8)."""
-    prune: bool = False
-    """Whether the prune step runs after the apply (its deletes follow the sync policy)."""
-    prune_enabled: bool = True
-    """``spec.syncPolicy.prune`` when the step was decided."""
 
 
 class Intent(Model):
@@ -97,6 +85,8 @@ class IntentStore:
         return {f.removesuffix(".json") for f in files if f.endswith(".json")}
 
     def clear(self, release: str) -> None:
+        if not is_label(release):
+            return  # an invalid file keyed by its file name: it never has a record
         try:
             self.path(release).unlink(missing_ok=True)
         except OSError as exc:

@@ -5,7 +5,7 @@ snake_case. Unknown fields are refused (``extra="forbid"``); durations and times
 through :mod:`convoy_batch.timefmt` so they parse and print one way everywhere.
 """
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal, TypeVar
@@ -114,12 +114,12 @@ class HelmRender(Model):
 
 
 class JsonnetRender(Model):
-    """The Jsonnet file ``file`` (relative to ``source.path``) with the variables as
-    external variables; ``libraryPaths`` (relative to ``source.path``) are searched for
-    imports."""
+    """The Jsonnet file ``file`` (relative to ``source.path``), else every ``*.jsonnet``
+    at the top of ``source.path`` in name order, with the variables as external
+    variables; ``libraryPaths`` (relative to ``source.path``) are searched for imports."""
 
     type: Literal["Jsonnet"]
-    file: str = "main.jsonnet"
+    file: str | None = None
     library_paths: tuple[str, ...] = ()
 
 
@@ -371,6 +371,25 @@ POST_SYNC: Final = "PostSync"
 SYNC_FAIL: Final = "SyncFail"
 
 
+def is_hook_phase(phase: Phase) -> bool:
+    """A hook phase (PreSync, Sync, PostSync, SyncFail), not a sync wave."""
+    return isinstance(phase, str)
+
+
+def phase_label(phase: Phase) -> str:
+    return f"wave {phase}" if isinstance(phase, int) else f"{phase} hooks"
+
+
+def order_phases(waves: Sequence[int], hooks: Collection[Phase]) -> tuple[Phase, ...]:
+    """PreSync, Sync, the sorted distinct waves, PostSync: the phases of a sync, the hook
+    phases among ``hooks`` (SyncFail is never one)."""
+    phases: list[Phase] = [p for p in (PRE_SYNC, SYNC) if p in hooks]
+    phases.extend(sorted(set(waves)))
+    if POST_SYNC in hooks:
+        phases.append(POST_SYNC)
+    return tuple(phases)
+
+
 class WaveStatus(Model):
     wave: Phase
     render_ref: str
@@ -513,6 +532,22 @@ def describe_validation_error(source: str, error: ValidationError) -> str:
             msg = "required field missing"
         parts.append(f"{loc or '<root>'}: {msg}")
     return f"{source}: " + "; ".join(parts)
+
+
+class TickRecord(Model):
+    """What the wake-ups of SPEC 13 remember of a Release's last reconcile."""
+
+    last_reconcile_at: Time | None = None
+    release_blob: str | None = None
+    """Blob SHA of the Release file at the last reconcile."""
+    source_revision: str | None = None
+    """Source revision seen at the last reconcile."""
+    health: tuple[tuple[str, str, str | None], ...] = ()
+    """(object identity, state, assessedRenderRef) of each inventory entry then."""
+    render_key: str | None = None
+    """Fingerprint of the last render's inputs (source files, Release, Cluster)."""
+    render_ref: str | None = None
+    """The renderRef those inputs gave: a render-cache hit reloads it from the store."""
 
 
 M = TypeVar("M", bound=Model)

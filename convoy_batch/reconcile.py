@@ -14,13 +14,11 @@ from datetime import datetime
 
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.errors import ConvoyError, InvalidRelease
-from convoy_batch.intents import Step
 from convoy_batch.models import (
     ANNOTATION_FORCE_SYNC,
     Release,
     ReleaseInventory,
     ReleaseStatus,
-    Rollout,
 )
 from convoy_batch.observer import unknown_health
 from convoy_batch.render import Render
@@ -37,9 +35,12 @@ from convoy_batch.rollout import (
     plan_rollout,
     render_verdict,
 )
+from convoy_batch.rollout.status import NO_VALUE, short_ref, state_of
+from convoy_batch.rollout.step import Step
 from convoy_batch.stages.act import BeforeChange, no_record
 from convoy_batch.stages.gates import stage_gates
 from convoy_batch.stages.last_healthy import expected_rollback, roll_back
+from convoy_batch.stages.outcome import failed
 from convoy_batch.stages.render import stage_render
 from convoy_batch.stages.sync import decide_sync, persist, stage_sync
 from convoy_batch.tick import Tick
@@ -91,10 +92,6 @@ class Decision:
     """R's step, or a rollback to the last healthy render; None: nothing to carry out."""
 
 
-def _failed(rollout: Rollout | None, exc: ConvoyError, render: RenderId | None) -> Outcome:
-    return Outcome(rollout, False, exc.reason, str(exc), render)
-
-
 def decide(
     tick: Tick,
     release: Release,
@@ -107,7 +104,7 @@ def decide(
     try:
         rendered = stage_render(tick, release)
     except ConvoyError as exc:
-        return Decision(_failed(None, exc, None))
+        return Decision(failed(exc))
     render = rendered.render
     rid = RenderId(ref=render.ref, revision=render.revision)
     plan = _plan(tick, release, status, render.ref, inventory)
@@ -141,7 +138,7 @@ def decide(
             expected = replace(expected, message=f"{expected.message}; {rule}")
         return Decision(expected, plan, render, deployer, persist=True, then=sync.then)
     except ConvoyError as exc:
-        return Decision(_failed(plan.rollout, exc, rid), plan, render)
+        return Decision(failed(exc, rollout=plan.rollout, render=rid), plan, render)
 
 
 def act(
@@ -169,7 +166,7 @@ def act(
         return result.outcome, result.inventory
     except ConvoyError as exc:
         rid = RenderId(ref=render.ref, revision=render.revision)
-        return _failed(plan.rollout, exc, rid), inventory
+        return failed(exc, rollout=plan.rollout, render=rid), inventory
 
 
 def reconcile(
@@ -293,9 +290,9 @@ def describe(handled: Handled) -> str:
     """One line a person reads: name, state, reason, render, since."""
     status, outcome = handled.status, handled.outcome
     rollout = status.rollout
-    state = rollout.state.value if rollout is not None else "-"
-    ref = outcome.render.ref.removeprefix("sha256:")[:12] if outcome.render else "-"
-    since = format_time(rollout.started_at) if rollout is not None else "-"
+    ref = short_ref(outcome.render.ref if outcome.render else None)
+    since = format_time(rollout.started_at) if rollout is not None else NO_VALUE
+    state = state_of(status)
     line = f"{handled.name}: {state} {outcome.reason} render={ref} since={since}"
     # Nothing written this tick: say so, not what the sync that applied R once did.
     message = "in sync" if outcome.written == 0 else outcome.message

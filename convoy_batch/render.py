@@ -36,8 +36,8 @@ from convoy_batch.models import (
     PhaseName,
     Release,
     key_of,
+    order_phases,
 )
-from convoy_batch.rollout.waves import order_phases
 
 if TYPE_CHECKING:  # a type only: rendering reads no source itself
     from convoy_batch.source import SourceFile, SourceSnapshot
@@ -97,6 +97,23 @@ def substitute(text: str, variables: Mapping[str, str], where: str) -> str:
     return _REFERENCE.sub(replace, text)
 
 
+def _left_as_written(text: str, variables: Mapping[str, str]) -> str:
+    """A hint for a file that does not parse: the references it kept (no such variable is
+    declared), the likely cause when a file written for substitution meets a Cluster that
+    lacks one of its ``vars``."""
+    kept = sorted(
+        {
+            m.group(0)
+            for m in _REFERENCE.finditer(text)
+            if not m.group(1) and m.group(2) not in variables
+        }
+    )
+    if not kept:
+        return ""
+    shown = ", ".join(kept[:3]) + (f" and {len(kept) - 3} more" if len(kept) > 3 else "")
+    return f" ({shown}: no such variable is declared, left as written)"
+
+
 # --- Step 1 (parse) ----------------------------------------------------------------------
 
 
@@ -143,7 +160,11 @@ def _parse_source(
     objects: list[tuple[str, Manifest]] = []
     size = 0
     for file in files:
-        docs = parse_file(file.path, substitute(file.text, variables, file.path))
+        text = substitute(file.text, variables, file.path)
+        try:
+            docs = parse_file(file.path, text)
+        except RenderFailed as exc:
+            raise RenderFailed(str(exc) + _left_as_written(file.text, variables)) from None
         size += sum(doc.size for doc in docs)
         _check_limits(release, len(objects) + len(docs), size)
         for index, doc in enumerate(docs, start=1):
@@ -266,14 +287,25 @@ class RenderedObject:
     """A hook is deleted once its health is one of these (Argo CD delete policies)."""
     create_only: bool = False
     """Applied only while it does not exist live (Flux ``ssa: IfNotPresent``)."""
+    hooks: tuple[HookName, ...] = ()
+    """Every hook phase it is applied in, in sync order (``hook`` is the first); empty
+    for an object that is no hook."""
 
     @property
     def phase(self) -> Phase:
+        """Its first phase: the inventory entry's ``wave``."""
         return self.hook if self.hook is not None else self.wave
+
+    @property
+    def phases(self) -> tuple[Phase, ...]:
+        """Each phase that applies it: its hook phases, else its wave."""
+        if self.hook is None:
+            return (self.wave,)
+        return self.hooks or (self.hook,)
 
     def apply_order(self) -> tuple[int, int, int, str, str, str, str]:
         """PreSync and Sync hooks, then (wave, kind order, name), PostSync and SyncFail
-        hooks last."""
+        hooks last; a hook of several phases by its first."""
         key = self.key
         return (
             _HOOK_RANK[self.hook],
@@ -302,18 +334,37 @@ class Render:
     def phases(self) -> tuple[Phase, ...]:
         """The phases of a sync, in order (SyncFail hooks are in none of them)."""
         waves = [obj.wave for obj in self.objects if obj.hook is None]
-        return order_phases(waves, {obj.hook for obj in self.objects if obj.hook is not None})
+        hooks = {p for obj in self.objects if obj.hook is not None for p in obj.phases}
+        return order_phases(waves, hooks)
 
     def by_phase(self, phase: Phase) -> tuple[RenderedObject, ...]:
+        """The objects applied in ``phase``: a hook of several phases is in each."""
         return self._phases.get(phase, ())
 
     @cached_property
     def _phases(self) -> dict[Phase, tuple[RenderedObject, ...]]:
-        """Phase -> its objects in apply order (made once per Render, which is frozen)."""
+        """Phase -> its objects in apply order (made once per Render, which is frozen).
+        Within a hook phase, a hook that sorts by an earlier phase takes its place by
+        (wave, kind order, name) among the phase's own."""
         grouped: dict[Phase, list[RenderedObject]] = {}
         for obj in self.objects:
-            grouped.setdefault(obj.phase, []).append(obj)
+            for phase in obj.phases:
+                grouped.setdefault(phase, []).append(obj)
+        several = {p for obj in self.objects if len(obj.hooks) > 1 for p in obj.hooks[1:]}
+        for phase in several:
+            grouped[phase].sort(key=lambda obj: obj.apply_order()[1:])
         return {phase: tuple(objects) for phase, objects in grouped.items()}
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A Release's render of one tick (``stages.render.stage_render``, once a tick): the
+    Cluster it was rendered for, the render, and the fingerprint of its inputs (what the
+    tick record remembers, so the next tick reloads it while they are unchanged)."""
+
+    cluster: Cluster
+    render: Render
+    key: str
 
 
 def _stamp(obj: Manifest, release_name: str, ref: str) -> Manifest:
@@ -346,6 +397,7 @@ def _assemble(
                 manifest=_stamp(obj, release, ref),
                 delete_when=note.delete_when if note.hook is not None else frozenset(),
                 create_only=note.create_only,
+                hooks=note.hooks,
             )
         )
     rendered.sort(key=RenderedObject.apply_order)

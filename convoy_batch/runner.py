@@ -17,7 +17,7 @@ from pathlib import Path
 
 from convoy_batch.clone import Clone, remote_url, tick_clone
 from convoy_batch.clone import finish as finish_clone
-from convoy_batch.due import DueReason, Memory, due_reasons, health_snapshot
+from convoy_batch.due import DueReason, due_reasons, health_snapshot
 from convoy_batch.errors import (
     ConvoyError,
     InvalidRelease,
@@ -27,16 +27,15 @@ from convoy_batch.errors import (
 from convoy_batch.gitops import ReleaseEntry
 from convoy_batch.handle import handle_release, source_revision
 from convoy_batch.health_rules import rules_for
-from convoy_batch.hints import TickRecord
 from convoy_batch.models import Cluster, ReleaseInventory, ReleaseStatus, RolloutState
-from convoy_batch.notify import Notifier
+from convoy_batch.notify import Notifier, ReleaseFacts, TickFacts
 from convoy_batch.observer import observe
 from convoy_batch.reconcile import (
     Handled,
     pending_force_sync,
     sync_handler,
 )
-from convoy_batch.rollout import Outcome
+from convoy_batch.stages.outcome import failed
 from convoy_batch.stages.render import resolve_cluster, stage_render
 from convoy_batch.statefiles import os_problem
 from convoy_batch.store import LockBusy
@@ -86,15 +85,6 @@ def observe_release(
     return observed
 
 
-def _memory(record: TickRecord) -> Memory:
-    return Memory(
-        last_reconcile_at=record.last_reconcile_at,
-        release_blob=record.release_blob,
-        source_revision=record.source_revision,
-        health=tuple(record.health),
-    )
-
-
 def is_due(
     tick: Tick, entry: ReleaseEntry, inventory: ReleaseInventory | None, full: bool
 ) -> Sequence[DueReason]:
@@ -109,7 +99,7 @@ def is_due(
     return due_reasons(
         release,
         status,
-        _memory(tick.memo(release.name)),
+        tick.memo(release.name),
         health=health_snapshot(inventory) if inventory is not None else None,
         release_blob=entry.blob,
         source_revision=source_revision(tick, entry),
@@ -265,7 +255,7 @@ def _handle_locked(tick: Tick, entry: ReleaseEntry) -> "Handled | str":
     except LockBusy:
         return "another reconcile holds its lock"
     except StateFailed as exc:  # its lock file cannot be used
-        outcome = Outcome(None, False, exc.reason, str(exc))
+        outcome = failed(exc)
         empty = ReleaseInventory(release=entry.name)
         return sync_handler(tick, entry.name, entry.release, outcome, empty, None)
 
@@ -340,7 +330,7 @@ def _run_tick(
     if shard is not None:
         entries = [e for e in entries if e.name in shard]
     # The events of this tick's status commits (a shard's are its caller's to deliver).
-    notifier = Notifier.open(tick) if shard is None else None
+    notifier = Notifier.open(notification_facts(tick)) if shard is None else None
     report = TickReport()
     with tick.status_store.batch():
         _reconcile_due(tick, entries, names, all_releases, observe_first, report)
@@ -373,6 +363,25 @@ def _unstored(failed: Sequence[tuple[Path, OSError]]) -> bool:
     for path, exc in failed:
         log.warning("not stored (made again when needed): %s", os_problem(path, exc))
     return bool(failed)
+
+
+def notification_facts(tick: Tick) -> TickFacts:
+    """What the tick's notifications read of it (the Alerts' selectors: each Release's
+    Cluster and labels at the commit the tick starts from)."""
+    releases = {
+        name: ReleaseFacts(name, entry.release.spec.cluster, entry.release.metadata.labels)
+        for name, entry in tick.snapshot.releases.items()
+        if entry.release is not None
+    }
+    return TickFacts(
+        repo=tick.repo.repo,
+        start=tick.snapshot.commit,
+        state_dir=tick.stores.state_dir,
+        locks=tick.stores.locks,
+        now=tick.now,
+        releases=releases,
+        cache=tick.cache("repo"),
+    )
 
 
 def _finish(

@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 
 from convoy_batch.clone import tick_clone
-from convoy_batch.notify.notifier import Notifier
+from convoy_batch.notify import Notifier
 from convoy_batch.runner import (
     TickReport,
     by_cluster_wave,
@@ -32,6 +32,7 @@ from convoy_batch.runner import (
     due_entries,
     fewer_collections,
     finish_tick,
+    notification_facts,
     run_tick,
     select,
 )
@@ -122,7 +123,7 @@ def run_sharded(
         tick = Tick.open(repo, state_dir, now)
         try:
             # Opened before the shards commit, so that their commits are its events.
-            notifier = Notifier.open(tick)
+            notifier = Notifier.open(notification_facts(tick))
             report = _run_waves(tick, jobs, names, all_releases, forced, observe_first)
             if report.handled or clone is not None:
                 report.push_warning = finish_tick(

@@ -2,6 +2,54 @@
 
 Opens the GitOps repository, reads its snapshot and every status file once, and
 hands out the stores and one deployer per Cluster. Does I/O (through the stores).
+
+What is whose. Read-only for the whole tick once opened: ``now``, ``repo``,
+``snapshot``, ``forced``, ``stores``, ``sources`` (its own lock). A Release produces its
+render (``rendered``), its inventory (``inventories``, ``stored``), its tick record
+(``memos``) and its new status (``statuses``): each under its own name only.
+
+The threading rule. Releases on Kubernetes Clusters are reconciled on up to 32 threads
+(``runner.PARALLEL_RELEASES``), one Release per thread under its lock. A thread may read
+any field, and write the entries of its own Release in ``rendered``, ``inventories``,
+``stored``, ``memos`` and ``statuses`` without ``lock`` (one key per thread; a dict's
+item assignment is atomic). What Releases create together takes ``lock``: a Cluster's
+deployer (:meth:`deployer`), the ownership index (:meth:`owners`), a Release's render
+(read under it); a parse cache is made once per name (:meth:`cache`, ``setdefault``).
+Other Releases' ``statuses`` are read only by the cluster-wave gate, which reads lower
+waves, finished before this wave started. Deployers, the source
+resolver and the status store guard their own state.
+
+Every cache, in one table (each module states its own invariant where the cache is
+built; this is the index). Cache: key; valid while; lifetime and invalidation.
+
+- ``rendered``: Release; the tick's snapshot; one tick.
+- ``memos`` (``<state>/ticks.json``): Release; a hint the callers compare (blob, source
+  revision, health); across ticks, rewritten per reconcile.
+- render key -> renderRef (in the tick record): Release; the digest of every input of
+  the render (files, Release, Cluster, tool, the server's capabilities); across ticks,
+  reloaded from the verified render store.
+- ``inventories``, ``stored``: Release; read once; one tick.
+- health journal (``<state>/health.json``): Release; the SHA-256 of the inventory file
+  it was observed over; across ticks, stale once that file is rewritten.
+- ``<state>/cache/repo.json``: repository path (status, Release, Cluster, Alert files);
+  git blob id; across ticks, entries of gone files stay.
+- ``<state>/cache/cluster-<c>.json``: a directory cluster's object file (its stat), a
+  Kubernetes object (``k8s:`` keys: a digest of the manifest as sent,
+  ``deployers/serverform.py``); across ticks; no Secret is kept; gone entries stay.
+- ``<state>/cache/health-<c>.json``: object; a digest of the CEL library, the rule and
+  the whole object (``health_rules.py``); across ticks.
+- ``programs``: CEL expression text; one tick.
+- source resolver: (repository, ref, path); the tick's commits; one tick.
+- Kubernetes deployer: kind (its LIST), group version (discovery), object (live); one
+  tick, kept current with the server's answers to its own writes.
+- directory deployer: object file; its stat; one tick (then the cluster cache above).
+- status store: status path; HEAD's blob id; one tick.
+- operator files (``operator_files.py``): path; size and modification time; the process.
+
+An inventory has four copies: its file, the health journal's overlay of the file,
+``stored`` (what the state directory holds, read or written this tick) and
+``inventories`` (what the tick now knows); :meth:`save_inventory` makes the file (or the
+journal) agree with ``inventories``.
 """
 
 import functools
@@ -16,14 +64,15 @@ from importlib import metadata
 from pathlib import Path
 
 from convoy_batch.deployers.base import Deployer
-from convoy_batch.deployers.directory import DirectoryDeployer
+from convoy_batch.deployers.directory import DirectoryDeployer, cluster_root
 from convoy_batch.deployers.simulated import SimulatedDeployer
 from convoy_batch.gitops import GitOpsRepo, GitOpsSnapshot
 from convoy_batch.health_rules import Programs
-from convoy_batch.hints import HealthJournal, ParseCache, TickRecord, TickStore
+from convoy_batch.hints import HealthJournal, ParseCache, TickStore
 from convoy_batch.intents import IntentStore
-from convoy_batch.models import Cluster, ObjectKey, ReleaseInventory, ReleaseStatus
+from convoy_batch.models import Cluster, ObjectKey, ReleaseInventory, ReleaseStatus, TickRecord
 from convoy_batch.ownership import Ownership
+from convoy_batch.render import Rendered
 from convoy_batch.source import SourceResolver
 from convoy_batch.statefiles import Writer, os_problem
 from convoy_batch.status_store import StatusStore
@@ -97,17 +146,15 @@ def make_deployer(
 ) -> Deployer:
     """The deployer a Cluster asks for; no target means a directory cluster (SPEC 1),
     with the simulated controller when the Cluster asks for it and ``now`` is given.
-    ``releases``: the Releases on the Cluster (a Kubernetes deployer lists their objects)."""
+    ``releases``: the Releases on the Cluster (a Kubernetes deployer lists their objects);
+    ``cache``: the Cluster's parse cache (what either deployer remembers across ticks)."""
     spec = cluster.spec
     if spec.kubernetes is not None:
         from convoy_batch.deployers import kubernetes  # only Kubernetes Clusters pay its import
 
-        return kubernetes.from_cluster(cluster, state_dir, releases)
-    path = Path(spec.directory.path) if spec.directory else Path("clusters") / cluster.name
-    if path.is_absolute():
-        directory = DirectoryDeployer(path, cache)
-    else:  # relative to the state directory, and never written outside it
-        directory = DirectoryDeployer(state_dir / path, cache, within=state_dir)
+        return kubernetes.from_cluster(cluster, state_dir, releases, cache)
+    root, within = cluster_root(cluster, state_dir)  # never written outside ``within``
+    directory = DirectoryDeployer(root, cache, within=within)
     if spec.simulate is not None and now is not None:
         return SimulatedDeployer(directory, spec.simulate, now)
     return directory
@@ -139,10 +186,8 @@ class Tick:
     """The inventories as the state directory holds them (read or written this tick)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     """Guards what Releases reconciled on several threads create together."""
-    render_keys: dict[str, tuple[str, str]] = field(default_factory=dict)
-    """Release -> (fingerprint of the render's inputs, renderRef) of this tick's render."""
-    rendered: dict[str, object] = field(default_factory=dict)
-    """Release -> its ``stages.render.Rendered`` of this tick (made once a tick)."""
+    rendered: dict[str, Rendered] = field(default_factory=dict)
+    """Release -> its render of this tick (``stages.render.stage_render``, once a tick)."""
     ownership: Ownership | None = None
     """See :meth:`owners`."""
     deployer_factory: DeployerFactory = make_deployer

@@ -15,8 +15,7 @@ from pathlib import Path
 from convoy_batch.clone import fetch_for_reading, remote_url
 from convoy_batch.due import DueReason, health_snapshot
 from convoy_batch.gitops import GitOpsRepo, ReleaseEntry
-from convoy_batch.hints import TickRecord
-from convoy_batch.models import ReleaseInventory, Rollout
+from convoy_batch.models import ReleaseInventory, Rollout, TickRecord
 from convoy_batch.runner import is_due, observe_release, progressing
 from convoy_batch.store import LockBusy
 from convoy_batch.tick import Tick, default_state_dir

@@ -78,6 +78,49 @@ def test_a_bad_release_errors_alone_in_one_line(
     assert s.status("web")["rollout"]["state"] == "Progressing"
 
 
+@pytest.mark.parametrize(
+    "second",
+    [
+        pytest.param(("releases/bad.yml", release_yaml("bad")), id="bad.yaml-and-bad.yml"),
+        pytest.param(("releases/bad.yml", "{{{\n"), id="a-broken-bad.yml"),
+    ],
+)
+def test_two_files_naming_one_release_are_one_invalid_release_naming_both(
+    scenario: Scenario, second: tuple[str, str]
+) -> None:
+    s = scenario
+    s.app("web")
+    s.app("bad", spec_extra=FAILURE_POLICY)
+    s.commit(dict([second]), "a second file for bad")
+    result = s.reconcile(minutes=0)
+    assert result.code == 1, result.err
+    assert "Traceback" not in result.err
+    named = "releases/bad.yaml, releases/bad.yml: metadata.name: 'bad' is claimed by 2 files"
+    assert [ln for ln in result.err.splitlines() if ln.startswith("bad")] == [
+        f"bad: InvalidRelease: {named}; one file per Release"
+    ]
+    assert s.status("bad")["lastAttempted"]["reason"] == "InvalidRelease"
+    assert not s.object_path("bad", "configmap", "bad-config").exists()
+    assert s.status("web")["rollout"]["state"] == "Progressing"
+    s.commit({second[0]: None}, "one file again")
+    assert s.reconcile(minutes=1).code == 0
+    assert s.status("bad")["lastAttempted"]["reason"] == "Synced"
+    assert s.object_path("bad", "configmap", "bad-config").exists()
+
+
+def test_a_broken_file_whose_stem_is_no_release_name_errors_in_one_line(
+    scenario: Scenario,
+) -> None:
+    s = scenario
+    s.app("web")
+    s.commit({"releases/Not_A_Name.yaml": "{{{\n"}, "a broken file")
+    result = s.reconcile(minutes=0)
+    assert result.code == 1, result.err
+    assert "Traceback" not in result.err
+    assert "Not_A_Name: InvalidRelease: releases/Not_A_Name.yaml: " in result.err
+    assert s.status("web")["lastAttempted"]["reason"] == "Synced"
+
+
 KUBECONFIGS = {
     "not-yaml": "apiVersion: v1\nclusters: [\n",
     "not-a-mapping": "- just\n- a list\n",

@@ -21,7 +21,14 @@ import yaml
 
 from convoy_batch import runner
 from convoy_batch import wakeups as wakeup_keys
-from convoy_batch.assets import RELEASE_KEY, ConvoyResource, release, tick_job, tick_run_config
+from convoy_batch.assets import (
+    RELEASE_KEY,
+    ConvoyResource,
+    judged_materialization,
+    release,
+    tick_job,
+    tick_run_config,
+)
 from convoy_batch.definitions import (
     WAKEUP_INTERVAL_SECONDS,
     build_definitions,
@@ -470,3 +477,29 @@ def test_loading_and_running_the_definitions_prints_no_warning(example: Example)
     )
     assert done.returncode == 0, done.stderr
     assert "Warning" not in done.stderr, done.stderr
+
+
+def test_the_judged_materialization_is_the_record_dagster_stored() -> None:
+    """The one private Dagster type the project uses (``assets.judged_materialization``):
+    it must still import and name the record, or the Release view's colours are wrong."""
+
+    @dg.asset
+    def probe() -> None:
+        return None
+
+    instance = dg.DagsterInstance.ephemeral()
+    assert dg.materialize([probe], instance=instance).success
+    (record,) = instance.fetch_materializations(dg.AssetKey("probe"), limit=1).records
+    target = judged_materialization(record)
+    assert (target.run_id, target.storage_id, target.timestamp) == (
+        record.run_id,
+        record.storage_id,
+        record.timestamp,
+    )
+    evaluation = dg.AssetCheckEvaluation(
+        asset_key=dg.AssetKey("probe"),
+        check_name="state",
+        passed=True,
+        target_materialization_data=target,
+    )
+    assert evaluation.target_materialization_data == target

@@ -113,6 +113,67 @@ def test_exit_code_is_zero_without_a_change_and_one_with_one(s: Scenario) -> Non
     assert "  + ConfigMap web/web-extra" in in_process.out.splitlines()
 
 
+def at(minutes: float) -> str:
+    return format_time(T0 + timedelta(minutes=minutes))
+
+
+def test_a_planned_re_apply_that_changes_nothing_exits_zero(s: Scenario) -> None:
+    s.app()
+    assert s.reconcile("web").code == 0
+    result = s.cli("diff", "--all", "--revision", "main", "--exit-code", "--now", at(1))
+    assert result.code == 0, result.out
+    lines = result.out.splitlines()
+    assert lines[1] == "web: no change against the applied render"
+    plan = lines[2]
+    assert plan.startswith("  plan: ApplySource Progressing -> Progressing (NewRender)"), plan
+    assert plan.endswith("outcome Synced: 2 objects applied"), plan
+
+
+def test_a_rollout_state_the_plan_changes_exits_one_without_an_object_change(
+    s: Scenario,
+) -> None:
+    s.app()
+    assert s.reconcile("web").code == 0
+    s.deployment_ready()
+    result = s.cli("diff", "--exit-code", "--now", at(1))
+    assert result.code == 1, result.out
+    lines = result.out.splitlines()
+    assert lines[1] == "web: no change against the applied render"
+    assert lines[2].startswith("  plan: ApplySource Progressing -> Succeeded (Healthy)"), lines
+
+
+SKIPPED = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-skipped
+  annotations: {argocd.argoproj.io/hook: Skip}
+data: {n: "N"}
+"""
+
+
+def test_a_new_render_that_opens_a_rollout_exits_one_without_an_object_change(
+    s: Scenario,
+) -> None:
+    """Only an ignored object changes, its name (its content alone is no part of the
+    renderRef): no object of the render does, but its renderRef does, so a tick would open
+    a rollout of the new render over the Progressing one."""
+    s.app(extra={"skipped.yaml": SKIPPED})
+    assert s.reconcile("web").code == 0
+    renamed = SKIPPED.replace("web-skipped", "web-skipped-too")
+    on_branch(s, "pr", {"apps/web/skipped.yaml": renamed})
+    same = s.cli("diff", "--revision", "main", "--exit-code", "--now", at(1))
+    assert same.code == 0, same.out
+    result = s.cli("diff", "--revision", "pr", "--exit-code", "--now", at(1))
+    assert result.code == 1, result.out
+    lines = result.out.splitlines()
+    assert lines[1] == "web: no change against the applied render"
+    assert lines[2].startswith("  plan: ApplySource Progressing -> Progressing (NewRender)")
+    row = json.loads(s.cli("diff", "--revision", "pr", "--output", "json", "--now", at(1)).out)
+    plan = row["releases"][0]["plan"]
+    assert plan["fromRender"] == s.status()["rollout"]["renderRef"] != plan["toRender"]
+
+
 def test_a_branch_that_deletes_every_object_of_a_release_is_flagged(s: Scenario) -> None:
     rolled_out(s)
     on_branch(
@@ -198,6 +259,43 @@ def test_live_shows_a_manual_edit_of_a_live_object(s: Scenario) -> None:
     assert "    -      - image: example/web:edited" in lines
     assert "    +      - image: example/web:1.0" in lines
     assert everything(s) == before
+
+
+MIGRATE = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: migrate
+  annotations:
+    argocd.argoproj.io/hook: PreSync
+    argocd.argoproj.io/hook-delete-policy: HookSucceeded
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: migrate, image: example/migrate:1.0}]
+"""
+
+
+def test_live_leaves_out_a_hook_its_delete_policy_deleted_for_the_render(s: Scenario) -> None:
+    s.app(extra={"migrate.yaml": MIGRATE})
+    assert s.reconcile("web").code == 0
+    job = s.object_path("web", "job.batch", "migrate")
+    complete = {"conditions": [{"type": "Complete", "status": "True"}]}
+    s.set_status("web", "job.batch", "migrate", complete)
+    finished = job.read_text()
+    assert s.reconcile("web", minutes=1).code == 0
+    assert not job.exists()
+    live = s.cli("diff", "--live", "--exit-code", "--now", at(2))
+    assert live.code == 0, live.out
+    assert "web: no change against the live cluster" in live.out.splitlines()
+    job.write_text(finished)  # a delete not confirmed: the next tick sends it again
+    again = s.cli("diff", "--live", "--now", at(2)).out.splitlines()
+    assert "  - Job.batch web/migrate (pruned)" in again
+    job.unlink()
+    on_branch(s, "pr", {"apps/web/deployment.yaml": DEPLOYMENT.replace("IMAGE", "2.0")})
+    new = s.cli("diff", "--live", "--revision", "pr", "--now", at(2)).out.splitlines()
+    assert "  + Job.batch web/migrate" in new  # a new render creates it again
 
 
 def test_a_render_error_at_the_revision_is_one_line_and_exit_two(s: Scenario) -> None:

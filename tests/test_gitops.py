@@ -153,22 +153,30 @@ def test_a_broken_cluster_file_is_a_cluster_error_and_the_others_load(tmp_path: 
     assert snap.cluster_errors["bad"].startswith("clusters/bad.yaml: ")
 
 
-def test_two_files_claiming_one_name_keep_the_valid_one_and_report_the_other(
-    tmp_path: Path,
-) -> None:
-    make_repo(
-        tmp_path,
-        {"releases/web.yaml": release_yaml("web"), "releases/web.yml": release_yaml("web")},
-    )
+@pytest.mark.parametrize(
+    "other",
+    [
+        pytest.param(release_yaml("web"), id="both-valid"),
+        pytest.param("{{{", id="a-broken-one-named-by-its-stem"),
+    ],
+)
+def test_two_files_claiming_one_name_are_one_error_naming_both(tmp_path: Path, other: str) -> None:
+    make_repo(tmp_path, {"releases/web.yaml": release_yaml("web"), "releases/web.yml": other})
     snap = GitOpsRepo(tmp_path).snapshot()
-    assert snap.releases["web"].path == "releases/web.yaml"
-    assert snap.releases["web"].release is not None
-    other = snap.releases["web.yml"]
-    assert other.release is None
-    assert (
-        other.error
-        == "releases/web.yml: metadata.name: 'web' is already defined by releases/web.yaml"
+    assert set(snap.releases) == {"web"}
+    entry = snap.releases["web"]
+    assert (entry.path, entry.release) == ("releases/web.yaml", None)
+    assert entry.error == (
+        "releases/web.yaml, releases/web.yml: metadata.name: 'web' is claimed by 2 files; "
+        "one file per Release"
     )
+
+
+def test_two_cluster_files_claiming_one_name_are_one_cluster_error(tmp_path: Path) -> None:
+    make_repo(tmp_path, {"clusters/staging.yaml": CLUSTER, "clusters/staging.yml": CLUSTER})
+    snap = GitOpsRepo(tmp_path).snapshot()
+    assert snap.clusters == {}
+    assert "clusters/staging.yaml, clusters/staging.yml" in snap.cluster_errors["staging"]
 
 
 def test_a_symlinked_release_file_is_reported_not_followed(tmp_path: Path) -> None:

@@ -45,40 +45,48 @@ def the_object(notes: dict[str, str]) -> RenderedObject:
 def meaning_of(obj: RenderedObject) -> dict[str, Any]:
     return {
         "wave": obj.wave,
-        "hook": obj.hook,
+        "hooks": obj.hooks,
         "prune": obj.prune,
         "create_only": obj.create_only,
         "delete_when": obj.delete_when,
     }
 
 
-PLAIN = {"wave": 0, "hook": None, "prune": True, "create_only": False, "delete_when": frozenset()}
+PLAIN = {"wave": 0, "hooks": (), "prune": True, "create_only": False, "delete_when": frozenset()}
 SUCCEEDED = frozenset({HealthState.CURRENT})
 FAILED = frozenset({HealthState.FAILED})
 
 # (annotations, what convoy-batch makes of them): one row per line of the README table
 MAPPINGS = [
-    pytest.param({HOOK: "PreSync"}, {"hook": "PreSync"}, id="argo-hook-presync"),
-    pytest.param({HOOK: "Sync"}, {"hook": "Sync"}, id="argo-hook-sync"),
-    pytest.param({HOOK: "PostSync"}, {"hook": "PostSync"}, id="argo-hook-postsync"),
-    pytest.param({HOOK: "SyncFail"}, {"hook": "SyncFail"}, id="argo-hook-syncfail"),
-    pytest.param({HOOK: " PreSync "}, {"hook": "PreSync"}, id="argo-hook-spaces"),
+    pytest.param({HOOK: "PreSync"}, {"hooks": ("PreSync",)}, id="argo-hook-presync"),
+    pytest.param({HOOK: "Sync"}, {"hooks": ("Sync",)}, id="argo-hook-sync"),
+    pytest.param({HOOK: "PostSync"}, {"hooks": ("PostSync",)}, id="argo-hook-postsync"),
+    pytest.param({HOOK: "SyncFail"}, {"hooks": ("SyncFail",)}, id="argo-hook-syncfail"),
+    pytest.param({HOOK: " PreSync "}, {"hooks": ("PreSync",)}, id="argo-hook-spaces"),
     pytest.param(
-        {HOOK: "PreSync", POLICY: "BeforeHookCreation"}, {"hook": "PreSync"}, id="policy-before"
+        {HOOK: "PostSync, PreSync"}, {"hooks": ("PreSync", "PostSync")}, id="argo-hook-phases"
+    ),
+    pytest.param(
+        {HOOK: "PostSync,Sync,PreSync,Sync"},
+        {"hooks": ("PreSync", "Sync", "PostSync")},
+        id="argo-hook-phases-in-sync-order",
+    ),
+    pytest.param(
+        {HOOK: "PreSync", POLICY: "BeforeHookCreation"}, {"hooks": ("PreSync",)}, id="policy-before"
     ),
     pytest.param(
         {HOOK: "PreSync", POLICY: "HookSucceeded"},
-        {"hook": "PreSync", "delete_when": SUCCEEDED},
+        {"hooks": ("PreSync",), "delete_when": SUCCEEDED},
         id="policy-succeeded",
     ),
     pytest.param(
         {HOOK: "PostSync", POLICY: "HookFailed"},
-        {"hook": "PostSync", "delete_when": FAILED},
+        {"hooks": ("PostSync",), "delete_when": FAILED},
         id="policy-failed",
     ),
     pytest.param(
         {HOOK: "Sync", POLICY: "HookSucceeded, HookFailed,BeforeHookCreation"},
-        {"hook": "Sync", "delete_when": SUCCEEDED | FAILED},
+        {"hooks": ("Sync",), "delete_when": SUCCEEDED | FAILED},
         id="policy-list",
     ),
     pytest.param({POLICY: "HookSucceeded"}, {}, id="policy-without-hook-ignored"),
@@ -108,34 +116,46 @@ MAPPINGS = [
         {"convoy.dev/sync-wave": "2", WAVE: "soon"}, {"wave": 2}, id="convoy-wave-peer-unread"
     ),
     pytest.param(
-        {"convoy.dev/hook": "PreSync", HOOK: "PostSync"}, {"hook": "PreSync"}, id="convoy-hook"
+        {"convoy.dev/hook": "PreSync", HOOK: "PostSync"}, {"hooks": ("PreSync",)}, id="convoy-hook"
     ),
     pytest.param(
-        {"convoy.dev/hook": "PostSync", HOOK: "Skip"}, {"hook": "PostSync"}, id="convoy-over-skip"
+        {"convoy.dev/hook": "PostSync", HOOK: "Skip"},
+        {"hooks": ("PostSync",)},
+        id="convoy-over-skip",
     ),
     pytest.param({"convoy.dev/prune": "true", PRUNE: "disabled"}, {}, id="convoy-prune-wins"),
     pytest.param(
         {"convoy.dev/prune": "true", OPTIONS: "Prune=false"}, {}, id="convoy-prune-over-argo"
     ),
     pytest.param({OPTIONS: "Prune=true", PRUNE: "disabled"}, {"prune": False}, id="peers-either"),
-    pytest.param({HELM: "pre-install"}, {"hook": "PreSync"}, id="helm-pre-install"),
-    pytest.param({HELM: "pre-upgrade"}, {"hook": "PreSync"}, id="helm-pre-upgrade"),
-    pytest.param({HELM: "post-install"}, {"hook": "PostSync"}, id="helm-post-install"),
-    pytest.param({HELM: "post-upgrade"}, {"hook": "PostSync"}, id="helm-post-upgrade"),
+    pytest.param({HELM: "pre-install"}, {"hooks": ("PreSync",)}, id="helm-pre-install"),
+    pytest.param({HELM: "pre-upgrade"}, {"hooks": ("PreSync",)}, id="helm-pre-upgrade"),
+    pytest.param({HELM: "post-install"}, {"hooks": ("PostSync",)}, id="helm-post-install"),
+    pytest.param({HELM: "post-upgrade"}, {"hooks": ("PostSync",)}, id="helm-post-upgrade"),
     pytest.param(
         {HELM: "pre-install,pre-upgrade", HELM_WEIGHT: "-5"},
-        {"hook": "PreSync", "wave": -5},
+        {"hooks": ("PreSync",), "wave": -5},
         id="helm-list-and-weight",
     ),
     pytest.param(
-        {HELM: "post-delete, post-install"}, {"hook": "PostSync"}, id="helm-dropped-and-sync"
+        {HELM: "post-delete, post-install"}, {"hooks": ("PostSync",)}, id="helm-dropped-and-sync"
+    ),
+    pytest.param(
+        {HELM: "pre-install,pre-upgrade,post-install,post-upgrade"},
+        {"hooks": ("PreSync", "PostSync")},
+        id="helm-pre-and-post",
+    ),
+    pytest.param(
+        {HELM: "post-upgrade,test,pre-install", HELM_POLICY: "hook-succeeded"},
+        {"hooks": ("PreSync", "PostSync"), "delete_when": SUCCEEDED},
+        id="helm-phases-in-sync-order",
     ),
     pytest.param(
         {HELM: "pre-install", HELM_POLICY: "before-hook-creation,hook-succeeded,hook-failed"},
-        {"hook": "PreSync", "delete_when": SUCCEEDED | FAILED},
+        {"hooks": ("PreSync",), "delete_when": SUCCEEDED | FAILED},
         id="helm-policies",
     ),
-    pytest.param({HOOK: "PostSync", HELM: "pre-install"}, {"hook": "PostSync"}, id="argo-wins"),
+    pytest.param({HOOK: "PostSync", HELM: "pre-install"}, {"hooks": ("PostSync",)}, id="argo-wins"),
 ]
 
 
@@ -143,11 +163,14 @@ MAPPINGS = [
 def test_a_peer_annotation_means_what_the_table_says(
     notes: dict[str, str], meant: dict[str, Any]
 ) -> None:
-    assert meaning_of(the_object(notes)) == PLAIN | meant
+    obj = the_object(notes)
+    assert meaning_of(obj) == PLAIN | meant
+    assert obj.hook == (obj.hooks[0] if obj.hooks else None)  # it sorts by its first
 
 
 IGNORED_ROWS = [
     {HOOK: "Skip"},
+    {HOOK: "Skip, Skip"},
     {SSA: "Ignore"},
     {SSA: "ignore"},
     {RECONCILE: "disabled"},
@@ -223,12 +246,53 @@ def test_argo_hook_phases_order_presync_sync_waves_postsync_and_leave_syncfail_o
     assert [o.key.name for o in result.by_phase("SyncFail")] == ["failing"]
 
 
+def test_a_hook_of_several_phases_is_one_object_in_each_of_its_phases() -> None:
+    files = {
+        "app/a.yaml": job("post", {HOOK: "PostSync"})
+        + "---\n"
+        + job("account", {HELM: "pre-install,post-install"}, "ServiceAccount")
+        + "---\n"
+        + job("pre", {HELM: "pre-install"})
+        + "---\n"
+        + job("plain", {}, "ConfigMap")
+    }
+    result = run(files)
+    assert result.phases() == ("PreSync", 0, "PostSync")
+    assert [o.key.name for o in result.objects] == ["account", "pre", "plain", "post"]
+    assert [o.key.name for o in result.by_phase("PreSync")] == ["account", "pre"]
+    # In its later phase it takes its place by kind order among that phase's own hooks.
+    assert [o.key.name for o in result.by_phase("PostSync")] == ["account", "post"]
+    (account,) = (o for o in result.objects if o.key.name == "account")
+    assert (account.hook, account.phase, account.phases) == ("PreSync", "PreSync", account.hooks)
+    assert account.hooks == ("PreSync", "PostSync")
+
+
+def test_a_later_phase_orders_a_hook_of_several_phases_by_its_wave_and_kind() -> None:
+    files = {
+        "app/a.yaml": job("early", {HOOK: "PostSync", WAVE: "-1"})
+        + "---\n"
+        + job("both", {HOOK: "PreSync,PostSync"})
+        + "---\n"
+        + job("late", {HOOK: "PostSync", WAVE: "1"})
+    }
+    result = run(files)
+    assert [o.key.name for o in result.by_phase("PostSync")] == ["early", "both", "late"]
+    assert [o.key.name for o in result.objects] == ["both", "early", "late"]
+
+
 UNKNOWN = [
     pytest.param({HOOK: "Presync"}, HOOK, "'Presync' is not one of PreSync", id="hook-case"),
     pytest.param({HOOK: "PreDelete"}, HOOK, "'PreDelete' is not one of", id="hook-unknown"),
-    pytest.param(
-        {HOOK: "PreSync,PostSync"}, HOOK, "is not one hook phase (one per object)", id="hook-two"
+    *(
+        pytest.param(
+            {HOOK: value},
+            HOOK,
+            f"{value.replace(' ', '')!r} is not a list of sync phases (Skip and SyncFail stand",
+            id=f"hook-{value}",
+        )
+        for value in ("Skip,PreSync", "SyncFail,PreSync", "PostSync, SyncFail", "Skip,SyncFail")
     ),
+    pytest.param({HOOK: "PreSync,Bogus"}, HOOK, "'Bogus' is not one of", id="hook-list-unknown"),
     pytest.param({HOOK: " , "}, HOOK, "' , ' is not one of", id="hook-empty"),
     pytest.param({POLICY: "Never"}, POLICY, "'Never' is not a list of", id="policy-unknown"),
     pytest.param(

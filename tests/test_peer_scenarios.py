@@ -353,3 +353,158 @@ def test_a_hook_marked_deleted_that_is_still_there_is_deleted_by_the_next_tick(
     path.write_text(finished.replace("sha256:", "sha256:0"))
     assert s.reconcile("web", minutes=3).code == 0
     assert path.exists()
+
+
+# --- hooks of several phases (issue 23) ------------------------------------------------
+
+
+def account(name: str, notes: str) -> str:
+    meta = f"metadata:\n  name: {name}\n  annotations:\n{notes}"
+    return f"---\napiVersion: v1\nkind: ServiceAccount\n{meta}"
+
+
+def helm_hook(hooks: str, policy: str = "hook-succeeded") -> str:
+    return f"    helm.sh/hook: {hooks}\n    helm.sh/hook-delete-policy: {policy}\n"
+
+
+HELM_HOOKS = {
+    "account.yaml": account("runner", helm_hook("pre-install,post-install")),
+    "create.yaml": job("create", helm_hook("pre-install")),
+    "patch.yaml": job("patch", helm_hook("post-install")),
+}
+
+
+def test_a_helm_hook_of_pre_and_post_install_outlives_the_post_install_job_that_needs_it(
+    scenario: Scenario,
+) -> None:
+    s = scenario
+    s.app(extra=HELM_HOOKS)
+    assert s.reconcile("web", minutes=0).code == 0
+    assert exists(s, "serviceaccount", "runner") and exists(s, "job.batch", "create")
+    assert not exists(s, "job.batch", "patch")
+    assert inventory(s)["runner"]["wave"] == "PreSync"  # one entry, by its first phase
+    assert s.reconcile("web", minutes=1).code == 0  # Current, but its PostSync is to come
+    assert exists(s, "serviceaccount", "runner")
+
+    job_done(s, "create")
+    assert s.reconcile("web", minutes=2).code == 0
+    assert [w["wave"] for w in s.status()["waves"]] == ["PreSync", 0, "PostSync"]
+    assert not exists(s, "job.batch", "create")  # its phase is over
+    assert exists(s, "job.batch", "patch") and exists(s, "serviceaccount", "runner")
+    assert s.reconcile("web", minutes=3).code == 0  # the PostSync Job runs
+    assert exists(s, "serviceaccount", "runner")
+    assert not inventory(s)["runner"]["hookDeleted"]
+
+    job_done(s, "patch")
+    assert s.reconcile("web", minutes=4).code == 0  # the PostSync phase is over
+    assert not exists(s, "serviceaccount", "runner") and not exists(s, "job.batch", "patch")
+    assert inventory(s)["runner"]["hookDeleted"] is True
+    s.deployment_ready()
+    assert s.reconcile("web", minutes=5).code == 0
+    assert s.status()["rollout"]["state"] == "Succeeded"
+    assert not exists(s, "serviceaccount", "runner")  # not created again for this render
+
+
+def test_an_argo_hook_of_presync_and_postsync_is_created_again_for_its_postsync_phase(
+    scenario: Scenario,
+) -> None:
+    s = scenario
+    extra = {
+        "settings.yaml": configmap("settings", hook("PreSync,PostSync", "HookSucceeded")),
+        "pre.yaml": job("pre", hook("PreSync")),
+    }
+    s.app(extra=extra, spec_extra=WAVED + FAILURE)  # PostSync waits for the wave
+    assert s.reconcile("web", minutes=0).code == 0
+    assert exists(s, "configmap", "settings")
+    job_done(s, "pre")
+    assert s.reconcile("web", minutes=1).code == 0
+    assert [w["wave"] for w in s.status()["waves"]] == ["PreSync", 0]
+    assert exists(s, "configmap", "settings")  # its PostSync phase is still to come
+    s.object_path("web", "configmap", "settings").unlink()  # someone deletes it
+
+    s.deployment_ready()
+    assert s.reconcile("web", minutes=2).code == 0
+    assert s.status()["lastAttempted"]["reason"] == "Synced"
+    assert exists(s, "configmap", "settings")  # created again for the PostSync phase
+    assert s.reconcile("web", minutes=3).code == 0  # Current: its last phase is over
+    assert not exists(s, "configmap", "settings")
+    assert s.status()["rollout"]["state"] == "Succeeded"
+    assert s.reconcile("web", minutes=4).code == 0
+    assert not exists(s, "configmap", "settings")  # once per phase, not on every tick
+
+
+def test_a_hook_of_one_phase_is_deleted_by_its_policy_once_its_whole_phase_is_over(
+    scenario: Scenario,
+) -> None:
+    # The rule that a policy waits for the last phase naming the hook applies to hooks
+    # of one phase as well: the others of its phase are finished first, as Helm does.
+    s = scenario
+    s.app(
+        extra={
+            "first.yaml": job("first", hook("PreSync", "HookSucceeded")),
+            "second.yaml": job("second", hook("PreSync")),
+        }
+    )
+    assert s.reconcile("web", minutes=0).code == 0
+    job_done(s, "first")
+    assert s.reconcile("web", minutes=1).code == 0
+    assert exists(s, "job.batch", "first")  # the second PreSync Job still runs
+    job_done(s, "second")
+    assert s.reconcile("web", minutes=2).code == 0
+    assert not exists(s, "job.batch", "first")
+    assert exists(s, "deployment.apps", "web")
+
+
+def test_a_syncfail_hook_is_deleted_by_its_policy_on_its_own_health(scenario: Scenario) -> None:
+    s = scenario
+    s.app(extra={"notify.yaml": job("notify", hook("SyncFail", "HookSucceeded"))})
+    assert s.reconcile("web", minutes=0).code == 0
+    s.deployment_failed()
+    assert s.reconcile("web", minutes=1).code == 0
+    assert s.status()["rollout"]["state"] == "Failed"
+    assert exists(s, "job.batch", "notify")
+    job_done(s, "notify")
+    assert s.reconcile("web", minutes=2).code == 0
+    assert not exists(s, "job.batch", "notify")
+    assert inventory(s)["notify"]["hookDeleted"] is True
+
+
+def test_a_hook_of_several_phases_in_a_render_rolled_back_before_its_last_phase(
+    scenario: Scenario,
+) -> None:
+    s = scenario
+    s.app(extra={"notify.yaml": job("notify", hook("SyncFail"))})
+    s.reconcile("web", minutes=0)
+    s.deployment_ready()
+    s.reconcile("web", minutes=1)
+    assert s.status()["rollout"]["state"] == "Succeeded"
+    failing = {
+        "notify.yaml": job("notify", hook("SyncFail")),
+        "settings.yaml": configmap("settings", hook("PreSync,PostSync", "HookSucceeded")),
+        "migrate.yaml": job("migrate", hook("PreSync")),
+    }
+    s.app(image="2.0", extra=failing)
+    assert s.reconcile("web", minutes=2).code == 0
+    assert exists(s, "configmap", "settings")
+    job_done(s, "migrate", "Failed")
+    assert s.reconcile("web", minutes=3).code == 0
+    assert s.status()["rollout"]["state"] == "RolledBack"
+    assert s.deployment_image() == "example/web:1.0"
+    assert exists(s, "job.batch", "notify")  # the failed render's SyncFail hook ran
+    assert not exists(s, "configmap", "settings")  # a rollback prunes the failed hooks
+    assert "settings" not in inventory(s)
+
+
+def test_skip_or_syncfail_with_another_phase_is_a_one_line_render_failure(
+    scenario: Scenario,
+) -> None:
+    s = scenario
+    s.app(extra={"bad.yaml": configmap("bad", hook("Skip,PreSync"))})
+    assert s.reconcile("web", minutes=0).code == 1
+    attempted = s.status()["lastAttempted"]
+    assert attempted["reason"] == "RenderFailed"
+    message = attempted["message"]
+    assert "\n" not in message
+    assert "apps/web/bad.yaml" in message and "ConfigMap web/bad" in message
+    assert "annotation argocd.argoproj.io/hook: 'Skip,PreSync' is not a list of sync" in message
+    assert not exists(s, "configmap", "web-config")

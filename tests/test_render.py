@@ -368,3 +368,12 @@ def test_load_render_of_a_blob_that_is_not_a_list_of_objects_fails() -> None:
         load_render(b"{}", "web", None)
     with pytest.raises(RenderFailed, match=r"\(object 1\): kind"):
         load_render(b'[{"apiVersion": "v1", "metadata": {"name": "x"}}]', "web", None)
+
+
+def test_a_file_that_does_not_parse_names_the_references_it_kept() -> None:
+    text = cm("a", "data: {env: ${env}, zone: ${zone}, cost: $${price}}\n")
+    with pytest.raises(RenderFailed) as failed:
+        run({"app/a.yaml": text})
+    assert str(failed.value).endswith(
+        " (${zone}: no such variable is declared, left as written)"
+    ), failed.value

@@ -14,6 +14,7 @@ from convoy_batch.cli import main
 from convoy_batch.errors import RenderFailed
 from convoy_batch.models import Release
 from convoy_batch.renderers import process
+from tests.realworld import realworld
 from tests.renderer_tools import Tools, debian_kubectl
 from tests.scenario import FAILURE_POLICY, PROJECT, Scenario
 
@@ -182,6 +183,27 @@ def test_a_failing_kustomize_gives_the_end_of_its_stderr(scenario: Scenario, kub
     assert "\n" not in message
 
 
+HELLO_WORLD = "kubernetes-sigs-kustomize/examples/helloWorld"
+
+
+def test_kustomize_2_0_3_refuses_kustomizes_own_hello_world_on_its_metadata(
+    scenario: Scenario, kubectl: str
+) -> None:
+    """The README's list of what kustomize v2.0.3 refuses: kustomize's examples/helloWorld
+    as it is (its kustomization has a ``metadata``)."""
+    files: dict[str, str | None] = {
+        f"apps/hello/{p.name}": p.read_text() for p in (realworld() / HELLO_WORLD).iterdir()
+    }
+    files["releases/hello.yaml"] = release("hello", "apps/hello", "{type: Kustomize}")
+    scenario.commit(files)
+    assert scenario.reconcile("hello", minutes=0).code == 1
+    refused = 'failed (exit 1): Error: json: unknown field "metadata"'
+    assert last_attempt(scenario, "hello") == (
+        "RenderFailed",
+        f"Kustomize (kubectl kustomize apps/hello) {refused}",
+    )
+
+
 def test_a_kustomize_on_path_is_preferred_to_kubectl(
     scenario: Scenario, kubectl: str, tools: Tools
 ) -> None:
@@ -278,7 +300,7 @@ def test_a_jsonnet_release_rolls_out_rolls_back_and_prunes(
 @pytest.mark.parametrize(
     ("main", "expected"),
     [
-        ("{a: error 'boom'}", "failed (exit 1): RUNTIME ERROR: boom"),
+        ("{a: error 'boom'}", "failed (exit 1): apps/web/main.jsonnet: RUNTIME ERROR: boom"),
         ("import '/etc/hostname'", "an absolute path leaves the source"),
         ("import '../../../../../etc/hostname'", "leaves the source"),
         ("42", "not an object, a list or a map of objects"),

@@ -16,8 +16,8 @@ import pytest
 
 from convoy_batch.deployers.directory import DirectoryDeployer
 from convoy_batch.errors import ApplyFailed, PruneFailed, StateFailed, UsageError
-from convoy_batch.hints import ParseCache, TickRecord, TickStore
-from convoy_batch.models import ObjectKey, ReleaseInventory
+from convoy_batch.hints import ParseCache, TickStore
+from convoy_batch.models import ObjectKey, ReleaseInventory, TickRecord
 from convoy_batch.statefiles import LEFTOVER_AGE
 from convoy_batch.store import InventoryStore, Locks, RenderStore
 from convoy_batch.tick import Stores

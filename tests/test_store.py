@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import convoy_batch
-from convoy_batch.hints import TickRecord, TickStore
-from convoy_batch.models import InventoryEntry, ObjectKey, ReleaseInventory
+from convoy_batch.hints import TickStore
+from convoy_batch.models import InventoryEntry, ObjectKey, ReleaseInventory, TickRecord
 from convoy_batch.statefiles import Writer, fsync_dir, os_problem
 from convoy_batch.store import (
     InventoryStore,

@@ -22,8 +22,16 @@ What it does as an API server would:
 - every path part is validated, and no write or delete follows a symlink leading out
   of the root, so nothing is ever written outside it. The first write into a folder in a
   deployer's life (one tick) removes the temp files of writes there that never landed.
+- where its root may be (:func:`cluster_root`): under the state directory, or, for an
+  absolute ``spec.directory.path``, under a root the operator allows in the state
+  directory's ``directories.yaml`` (or the file ``$CONVOY_DIRECTORIES`` names), so a
+  repository writer cannot make convoy-batch write wherever its process may.
+- Secrets are never kept in the parse cache (``<state>/cache/cluster-<name>.json``): a
+  Secret's file is parsed on each read instead, so its data has no copy beyond the
+  cluster's own file and the render store.
 """
 
+import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -36,6 +44,7 @@ from convoy_batch.annotations import bookkeeping, create_only
 from convoy_batch.deployers.base import Manifest
 from convoy_batch.errors import (
     ApplyFailed,
+    ClusterNotFound,
     ClusterUnavailable,
     DryRunFailed,
     PruneFailed,
@@ -43,7 +52,7 @@ from convoy_batch.errors import (
 )
 from convoy_batch.hints import ParseCache
 from convoy_batch.kinds import cluster_scoped_crds, group_of, is_cluster_scoped
-from convoy_batch.models import Identity, ObjectKey, key_of
+from convoy_batch.models import Cluster, Identity, Model, ObjectKey, key_of
 from convoy_batch.names import (
     KIND,
     VERSION,
@@ -52,6 +61,7 @@ from convoy_batch.names import (
     is_path_segment,
     is_subdomain,
 )
+from convoy_batch.operator_files import operator_path, read_operator_file
 from convoy_batch.statefiles import (
     atomic_write,
     inside,
@@ -227,6 +237,47 @@ def load(path: Path) -> Manifest | None:
     return obj
 
 
+ROOTS_ENV = "CONVOY_DIRECTORIES"
+ROOTS_FILE = "directories.yaml"
+
+
+class DirectoryRoots(Model):
+    """The operator's ``directories.yaml``: the folders absolute directory clusters may use."""
+
+    roots: tuple[str, ...] = ()
+
+
+def cluster_root(cluster: Cluster, state_dir: Path) -> tuple[Path, Path]:
+    """A directory Cluster's root and the folder nothing may be written outside of: the
+    state directory for a relative ``spec.directory.path`` (default ``clusters/<name>``),
+    the allowing root for an absolute one. ClusterNotFound (one line naming the Cluster
+    file) for a path that leaves the state directory or that no allowed root holds."""
+    spec = cluster.spec.directory
+    path = Path(spec.path) if spec is not None else Path("clusters") / cluster.name
+    where = f"clusters/{cluster.name}.yaml: spec.directory.path: {str(path)!r}"
+    if not path.is_absolute():
+        if os.path.normpath(path).split(os.sep)[0] == "..":
+            raise ClusterNotFound(f"{where} leaves the state directory")
+        return state_dir / path, state_dir
+    allowed = operator_path(state_dir, ROOTS_ENV, ROOTS_FILE)
+    try:
+        file = read_operator_file(allowed, DirectoryRoots)
+    except ValueError as exc:
+        raise ClusterNotFound(f"{where}: directory roots: {exc}") from None
+    real = Path(os.path.realpath(path))
+    for root in file.roots if file is not None else ():
+        if Path(root).is_absolute() and real.is_relative_to(os.path.realpath(root)):
+            return path, Path(root)
+    raise ClusterNotFound(
+        f"{where} is outside the state directory and no root of {allowed} allows it "
+        f"(an operator lists allowed roots there under 'roots:')"
+    )
+
+
+def _is_secret(obj: Manifest) -> bool:
+    return obj.get("kind") == "Secret" and obj.get("apiVersion") == "v1"
+
+
 class DirectoryDeployer:
     """A Deployer over a folder of YAML files (see module doc)."""
 
@@ -261,8 +312,9 @@ class DirectoryDeployer:
         return obj
 
     def _persist(self, path: Path, signature: str | None, obj: Manifest | None) -> None:
-        if self._cache is not None and signature is not None and obj is not None:
-            self._cache.put(str(path), signature, obj)
+        if self._cache is None or signature is None or obj is None or _is_secret(obj):
+            return
+        self._cache.put(str(path), signature, obj)
 
     def _remember(self, path: Path, obj: Manifest | None) -> None:
         signature = _signature(path)

@@ -2,8 +2,11 @@
 object needs no request, what a batch creates for itself, and the order of apply stages.
 No I/O.
 
-``covers`` and ``unchanged`` decide that a live object already is what applying the
-manifest would leave (same ``convoy.dev/render``, every manifest field equal live);
+``covers`` and ``unchanged`` decide from the manifest's text that a live object already
+is what applying the manifest would leave (same ``convoy.dev/render``, every manifest
+field equal live): true of a manifest written in the server's form. One that the server
+normalises (``cpu: 2000m`` stored as ``2``, ``false`` and ``0`` not stored) is found in
+sync from the server's own answers instead (:mod:`convoy_batch.deployers.serverform`).
 ``settled`` adds hooks, which are never re-run for the same render (SPEC 7), and
 create-only objects (Flux ``ssa: IfNotPresent``), which are never updated.
 """
@@ -143,13 +146,24 @@ def sets_nothing(value: Any) -> bool:
     return value is None
 
 
+def same_render(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> bool:
+    """``live`` exists and carries the ``convoy.dev/render`` annotation of ``desired``."""
+    render = annotation(desired, ANNOTATION_RENDER)
+    return live is not None and render is not None and render == annotation(live, ANNOTATION_RENDER)
+
+
 def unchanged(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> bool:
     """The live object is what applying ``desired`` would leave (see module doc)."""
-    if live is None or annotation(desired, ANNOTATION_RENDER) is None:
+    if not same_render(desired, live):
         return False
-    if annotation(desired, ANNOTATION_RENDER) != annotation(live, ANNOTATION_RENDER):
-        return False
-    return covers({k: v for k, v in as_stored(desired).items() if k != "status"}, live)
+    return covers(managed(desired), live)
+
+
+def managed(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The fields of ``obj`` that convoy-batch manages, write-only ones in the form the
+    server stores them (``as_stored``): what is compared with a live object. ``status``
+    is another writer's."""
+    return {k: v for k, v in as_stored(obj).items() if k != "status"}
 
 
 def as_stored(obj: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -2,7 +2,8 @@
 Does network I/O (through :class:`~convoy_batch.deployers.kubeapi.KubeApi`); the pure
 rules (what needs no request, apply stages) are :mod:`convoy_batch.deployers.kubediff`.
 
-One instance lives for one tick, so its caches are per tick:
+One instance lives for one tick, so its caches are per tick (the server's answers
+aside, see below):
 
 - discovery, per group version, for each kind's plural and scope;
 - live objects: one LIST per kind with the ``convoy.dev/release`` label selector, across
@@ -17,8 +18,11 @@ Decisions where the spec is silent:
   and its renderRef stay as written.
 - An object whose live state already matches the render is neither dry-run nor applied:
   its ``convoy.dev/render`` annotation equals the render's (so the last apply by
-  convoy-batch was this very manifest) and every field of the manifest has the same
-  value live (nothing drifted). A quiet tick therefore only reads.
+  convoy-batch was this very manifest) and nothing drifted: every field of the manifest
+  has the same value live, or the live values at the manifest's fields are those of the
+  server's last answer to it (:mod:`~convoy_batch.deployers.serverform`, remembered
+  across ticks in the Cluster's parse cache). A quiet tick therefore only reads. An
+  object whose dry run answers what already lives there is not applied.
 - Dry run: objects that cannot be dry-run yet (in a namespace, or of a kind, that the
   same render creates) get the checks the directory cluster makes instead. A hook whose live
   copy belongs to another render is dry-run as a create under a generated name.
@@ -66,6 +70,7 @@ from convoy_batch.deployers.kubediff import (
     stages,
     with_defaults,
 )
+from convoy_batch.deployers.serverform import ServerForms, in_sync
 from convoy_batch.errors import (
     ApplyFailed,
     ClusterUnavailable,
@@ -73,6 +78,7 @@ from convoy_batch.errors import (
     Forbidden,
     PruneFailed,
 )
+from convoy_batch.hints import ParseCache
 from convoy_batch.kinds import crd_kinds, group_of
 from convoy_batch.models import (
     ANNOTATION_RENDER,
@@ -100,16 +106,25 @@ T = TypeVar("T")
 
 
 def from_cluster(
-    cluster: Cluster, state_dir: Path, releases: Collection[str] = ()
+    cluster: Cluster,
+    state_dir: Path,
+    releases: Collection[str] = (),
+    cache: ParseCache | None = None,
 ) -> "KubernetesDeployer":
     """The deployer for a Cluster with ``spec.kubernetes`` (ClusterUnavailable: no kubeconfig).
     A relative kubeconfig path is relative to the state directory, as directory paths are.
-    ``releases``: the names of the Releases on this Cluster (what its LISTs select)."""
+    ``releases``: the names of the Releases on this Cluster (what its LISTs select);
+    ``cache``: the Cluster's parse cache, where the server's answers are remembered."""
     target = cluster.spec.kubernetes
     assert target is not None  # make_deployer only calls this for Kubernetes Clusters
     where = f"clusters/{cluster.name}.yaml"
     api = KubeApi(load_configuration(target, state_dir, where), where)
-    return KubernetesDeployer(api, releases)
+    return KubernetesDeployer(api, releases, cache)
+
+
+def _pair(desired: Manifest) -> tuple[Identity, str | None]:
+    """The key of ``KubernetesDeployer._settled_pairs``: the object and its render."""
+    return key_of(desired).identity(), annotation(desired, ANNOTATION_RENDER)
 
 
 def release_selector(releases: Collection[str]) -> str:
@@ -125,8 +140,11 @@ def release_selector(releases: Collection[str]) -> str:
 class KubernetesDeployer:
     """A Deployer over one API server, for one tick (see module doc)."""
 
-    def __init__(self, api: KubeApi, releases: Collection[str] = ()) -> None:
+    def __init__(
+        self, api: KubeApi, releases: Collection[str] = (), cache: ParseCache | None = None
+    ) -> None:
         self.api = api
+        self._forms = ServerForms(cache)  # the server's answers, across ticks
         self._selector = release_selector(releases)
         self._live: dict[Identity, Manifest | None] = {}
         self._listed: set[tuple[str, str, str | None]] = set()  # (apiVersion, kind, ns | None=all)
@@ -240,15 +258,16 @@ class KubernetesDeployer:
             raise ClusterUnavailable(f"{self.api.where}: the server's version: {exc}") from None
 
     def _settled(self, desired: Manifest, live: Manifest | None) -> bool:
-        """``settled``, remembered per (object, render) and live copy: the apply that follows
-        a dry run in the same reconcile does not compare the same pair again."""
+        """``settled``, or the server's last answer to ``desired`` is what lives there
+        (:mod:`~convoy_batch.deployers.serverform`); remembered per (object, render) and
+        live copy: the apply that follows a dry run in the same reconcile does not compare
+        the same pair again, and an object its dry run found in sync is not applied."""
         if live is None:
             return False
-        memo = (key_of(desired).identity(), annotation(desired, ANNOTATION_RENDER))
-        if self._settled_pairs.get(memo) is live:
+        if self._settled_pairs.get(_pair(desired)) is live:
             return True
-        if settled(desired, live):
-            self._settled_pairs[memo] = live
+        if settled(desired, live) or self._forms.matches(desired, live):
+            self._settled_pairs[_pair(desired)] = live
             return True
         return False
 
@@ -297,7 +316,7 @@ class KubernetesDeployer:
             if is_hook(obj) and current is not None:
                 self._dry_run_create(resource, obj)
             else:
-                self._patch(resource, obj, dry_run=True)
+                self._answered(obj, self._patch(resource, obj, dry_run=True), current)
         except Unreachable as exc:
             raise ClusterUnavailable(f"{self.api.where}: {exc}") from None
         except ApiError as exc:
@@ -305,6 +324,13 @@ class KubernetesDeployer:
                 return context.local_problem(obj)  # its namespace comes with this render
             return f"dry run refused {key}: {exc}"
         return None
+
+    def _answered(self, obj: Manifest, answer: Manifest, current: Manifest | None) -> None:
+        """Remember the server's form of ``obj``; when the live copy already is that form,
+        it is settled for this tick: the apply sends nothing for it."""
+        self._forms.remember(obj, answer)
+        if current is not None and in_sync(obj, answer, current):
+            self._settled_pairs[_pair(obj)] = current
 
     def _namespace_exists(self, name: str, live: Mapping[Identity, Manifest | None]) -> bool:
         """From the labelled listing, else from one LIST of every namespace per tick (they
@@ -379,6 +405,7 @@ class KubernetesDeployer:
                     if not self._delete_and_wait(resource, key, "Background", HOOK_DELETE_WAIT):
                         return f"apply {key}: the previous render's hook is still being deleted"
                 applied = self._patch(resource, obj, dry_run=False)
+                self._forms.remember(obj, applied)
         except ApiError as exc:
             return f"apply {key}: {exc}"
         applied.get("metadata", {}).pop("managedFields", None)

@@ -5,6 +5,7 @@ through an outbox in the state directory (:mod:`.outbox`) that delivers each eve
 (:mod:`.notifier`, the part a tick calls).
 """
 
-from convoy_batch.notify.notifier import Notifier
+from convoy_batch.notify.alerts import ReleaseFacts
+from convoy_batch.notify.notifier import Notifier, TickFacts
 
-__all__ = ["Notifier"]
+__all__ = ["Notifier", "ReleaseFacts", "TickFacts"]

@@ -7,9 +7,9 @@ URL and no token.
 
 from enum import StrEnum
 
-from convoy_batch.history import transition, written_at
 from convoy_batch.models import Model, ReleaseStatus, RolloutState
 from convoy_batch.reasons import ERROR_REASONS
+from convoy_batch.rollout.status import transition, written_at
 from convoy_batch.timefmt import format_time
 
 

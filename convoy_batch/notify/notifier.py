@@ -10,21 +10,23 @@ the log and never the tick's failure, and sending stops after :data:`SEND_BUDGET
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+import git
 import urllib3
 
 from convoy_batch.errors import one_line
+from convoy_batch.hints import ParseCache
 from convoy_batch.notify import payloads, send
 from convoy_batch.notify.alerts import Alert, Alerts, ReleaseFacts, load_alerts
 from convoy_batch.notify.commits import CursorGone, StatusBlobs, StatusChange, status_changes
 from convoy_batch.notify.event import Event, event_of
 from convoy_batch.notify.outbox import MAX_ATTEMPTS, Cursor, Entry, Outbox
 from convoy_batch.notify.providers import Provider, load_providers, providers_path
-from convoy_batch.store import LockBusy
-from convoy_batch.tick import Tick
+from convoy_batch.store import LockBusy, Locks
 from convoy_batch.timefmt import format_time
 
 log = logging.getLogger("convoy_batch")
@@ -33,67 +35,83 @@ SEND_BUDGET_S = 5.0
 """The longest a tick spends sending (every request's time-out included)."""
 
 
+@dataclass(frozen=True)
+class TickFacts:
+    """What a tick's notifications know of the tick: the facts, not the tick."""
+
+    repo: git.Repo
+    start: str
+    """The commit the tick starts from (its Alerts; where a new cursor starts)."""
+    state_dir: Path
+    locks: Locks
+    now: datetime
+    releases: Mapping[str, ReleaseFacts]
+    """What the Alerts' selectors read of each Release at ``start``."""
+    cache: ParseCache | None = None
+    """Parsed files of the repository by blob (the Alerts)."""
+
+
 class Notifier:
     """The notifications of one tick."""
 
     def __init__(
         self,
-        tick: Tick,
+        facts: TickFacts,
         alerts: Sequence[Alert],
         providers: dict[str, Provider],
         providers_file: Path,
         *,
         collect: bool = True,
     ) -> None:
-        self.tick = tick
+        self.facts = facts
         self.collect = collect
         """Whether the repository has Alerts (else only the entries left are sent)."""
         self.alerts = alerts
         """The Alerts whose provider is defined."""
         self.providers = providers
         self.providers_file = providers_file
-        self.outbox = Outbox(tick.stores.state_dir)
+        self.outbox = Outbox(facts.state_dir)
         self.budget = SEND_BUDGET_S
 
     @classmethod
-    def open(cls, tick: Tick) -> "Notifier | None":
+    def open(cls, facts: TickFacts) -> "Notifier | None":
         """The tick's notifier; None when neither an Alert nor an entry waits."""
         try:
-            return cls._open(tick)
+            return cls._open(facts)
         except Exception as exc:  # never the tick's failure
             _report("not started", exc)
             return None
 
     @classmethod
-    def _open(cls, tick: Tick) -> "Notifier | None":
-        found = load_alerts(tick.repo.commit(tick.snapshot.commit).tree, tick.cache("repo"))
+    def _open(cls, facts: TickFacts) -> "Notifier | None":
+        found = load_alerts(facts.repo.commit(facts.start).tree, facts.cache)
         for error in found.errors:
             log.error("%s", error)
-        outbox = Outbox(tick.stores.state_dir)
+        outbox = Outbox(facts.state_dir)
         if not found.configured:
             outbox.drop_cursor()  # off: turned on again, it starts from then, not from now
             if not outbox.pending():
                 return None
-        path = providers_path(tick.stores.state_dir)
+        path = providers_path(facts.state_dir)
         try:
             providers = load_providers(path)
         except ValueError as exc:
             log.error("notifications: %s", one_line(str(exc)))
             providers = None
         usable = _usable(found, providers, path)
-        notifier = cls(tick, usable, providers or {}, path, collect=found.configured)
+        notifier = cls(facts, usable, providers or {}, path, collect=found.configured)
         if found.configured and notifier._cursor() is None:
             # After the entries still waiting, so that none is overtaken.
             waiting = outbox.pending()
             seq = waiting[-1].seq + 1 if waiting else 0
-            outbox.save_cursor(Cursor(commit=tick.snapshot.commit, seq=seq))
+            outbox.save_cursor(Cursor(commit=facts.start, seq=seq))
         return notifier
 
     def deliver(self) -> None:
         """Put the events of the status commits after the cursor in the outbox, move the
         cursor, then send what is due, oldest first."""
         try:
-            with self.tick.stores.locks.outbox():
+            with self.facts.locks.outbox():
                 if self.collect:
                     self._collect()
                 self._send()
@@ -112,8 +130,8 @@ class Notifier:
             return None
 
     def _collect(self) -> None:
-        repo = self.tick.repo.repo
-        cursor = self._cursor() or Cursor(commit=self.tick.snapshot.commit)
+        repo = self.facts.repo
+        cursor = self._cursor() or Cursor(commit=self.facts.start)
         head = repo.head.commit.hexsha
         if cursor.commit == head:
             return
@@ -126,15 +144,15 @@ class Notifier:
             log.warning(
                 "notifications: %s is no commit of the repository now; events from %s on",
                 cursor.commit[:12],
-                self.tick.snapshot.commit[:12],
+                self.facts.start[:12],
             )
-            changes = status_changes(repo, self.tick.snapshot.commit, head)
+            changes = status_changes(repo, self.facts.start, head)
         entries = self._entries(changes, cursor.seq)
         self.outbox.add(entries)
         self.outbox.save_cursor(Cursor(commit=head, seq=cursor.seq + len(entries)))
 
     def _entries(self, changes: Sequence[StatusChange], seq: int) -> list[Entry]:
-        blobs = StatusBlobs(self.tick.repo.repo)
+        blobs = StatusBlobs(self.facts.repo)
         entries = []
         for change in changes:
             after = blobs.get(change.after, change.release)
@@ -159,11 +177,7 @@ class Notifier:
         return list(routes.items())
 
     def _facts(self, name: str) -> ReleaseFacts:
-        entry = self.tick.snapshot.releases.get(name)
-        release = entry.release if entry is not None else None
-        if release is None:
-            return ReleaseFacts(name)
-        return ReleaseFacts(name, release.spec.cluster, release.metadata.labels)
+        return self.facts.releases.get(name) or ReleaseFacts(name)
 
     # sending
 
@@ -176,7 +190,7 @@ class Notifier:
         try:
             for entry in self.outbox.pending():
                 key = (entry.event.release, entry.provider)
-                if key in waiting or entry.provider in down or not entry.due(self.tick.now):
+                if key in waiting or entry.provider in down or not entry.due(self.facts.now):
                     waiting.add(key)
                     continue
                 remaining = deadline - time.monotonic()
@@ -222,7 +236,7 @@ class Notifier:
         return failed
 
     def _failed(self, entry: Entry, why: str) -> None:
-        failed = entry.failed(why, self.tick.now)
+        failed = entry.failed(why, self.facts.now)
         if failed.attempts < MAX_ATTEMPTS:
             self.outbox.update(failed)
             when = format_time(failed.next_attempt_at) if failed.next_attempt_at else "-"

@@ -1,17 +1,23 @@
 """Jsonnet: the ``jsonnet`` Python binding (the reference C++ implementation, with
 wheels on PyPI), run in a child Python process for a time-out and a memory of its own.
+Reads the export (the file listing) and starts one child per render.
 
 Every variable (built-ins, Cluster vars, Release vars) is an external variable:
 ``std.extVar("namespace")``. Imports resolve next to the importing file, then in the
 ``libraryPaths`` (relative to ``source.path``), never outside the source's export. The
 result is an object (one manifest), a list of them, or an object whose values are
 manifests or lists of them (in key order).
+
+Decided: ``file`` names the one file to evaluate. Without it, every ``*.jsonnet`` at the
+top of ``source.path`` is, in name order (Argo CD's directory behaviour with ``recurse``
+false, its default): subfolders and ``*.libsonnet`` are only read when imported. None is
+an empty render (the pipeline's ``allowEmpty`` rule). Every file is evaluated in the one
+child; each that fails is one line of the error, naming it.
 """
 
 import importlib.metadata
 import importlib.util
 import json
-import posixpath
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,27 +48,44 @@ def tool_key() -> str:
 def render(spec: JsonnetRender, job: Job) -> list[SourceFile]:
     if _version() is None:
         raise RenderFailed(_MISSING)
-    main = job.inside(spec.file, "file")
-    if not main.is_file():
-        raise RenderFailed(f"render.file {spec.file!r}: not found under source.path")
+    files = _files(spec, job)
+    if not files:
+        return []
     request = {
         "root": str(job.root),
-        "file": str(main),
+        "files": [str(f) for f in files],
         "jpath": [str(job.inside(p, "libraryPaths")) for p in spec.library_paths],
         "extVars": dict(job.variables),
     }
     text = process.run(
-        f"Jsonnet ({spec.file})",
+        "Jsonnet",
         [sys.executable, "-I", str(_EVAL)],
         job.root,
         process.minimal_env(job.home),
         stdin=json.dumps(request).encode(),
     )
-    where = posixpath.join(job.path, spec.file)
-    return [
-        SourceFile(f"{where} [{key}].json", json.dumps(obj, ensure_ascii=False))
-        for key, obj in _manifests(json.loads(text), where)
-    ]
+    found = []
+    for file, result in zip(files, json.loads(text), strict=True):
+        where = file.relative_to(job.root).as_posix()
+        found += [
+            SourceFile(f"{where} [{key}].json", json.dumps(obj, ensure_ascii=False))
+            for key, obj in _manifests(result, where)
+        ]
+    return found
+
+
+def _files(spec: JsonnetRender, job: Job) -> list[Path]:
+    """``file``, else every ``*.jsonnet`` at the top of ``source.path``, by name (reads
+    the export's listing)."""
+    if spec.file is not None:
+        main = job.inside(spec.file, "file")
+        if not main.is_file():
+            raise RenderFailed(f"render.file {spec.file!r}: not found under source.path")
+        return [main]
+    folder = job.source_dir
+    if not folder.is_dir():
+        return []
+    return sorted((p for p in folder.glob("*.jsonnet") if p.is_file()), key=lambda p: p.name)
 
 
 def _manifests(value: Any, where: str) -> list[tuple[str, Any]]:

@@ -185,8 +185,59 @@ def assemble_status(
     )
 
 
-def _state_name(rollout: Rollout | None) -> str:
-    return rollout.state.value if rollout is not None else "none"
+# --- A status as text: the one spelling of each state, ref and transition ---------------
+
+NO_STATE = "none"
+"""A Release without a rollout (SPEC 10's commit messages) or without a status file."""
+NO_VALUE = "-"
+"""An empty cell of a table or a one-line report: no rollout in a status, no render."""
+
+
+def state_name(rollout: Rollout | None) -> str:
+    """The rollout's state; ``none`` without one (commit messages, ``plan``)."""
+    return rollout.state.value if rollout is not None else NO_STATE
+
+
+def state_of(status: ReleaseStatus | None) -> str:
+    """A status's state in a table (``history``, a tick's report): ``none`` without a
+    status file, ``-`` for a status without a rollout."""
+    if status is None:
+        return NO_STATE
+    return status.rollout.state.value if status.rollout is not None else NO_VALUE
+
+
+def short_ref(ref: str | None) -> str:
+    """A renderRef's first 12 hex digits (``-`` for none), as commit messages show it."""
+    return ref.removeprefix("sha256:")[:12] if ref else NO_VALUE
+
+
+def transition(before: ReleaseStatus | None, after: ReleaseStatus | None) -> tuple[str, str, str]:
+    """(old state, new state, reason) of one status change: a transition (a new state,
+    or a new render, as in the commit message) is told by the rollout's reason, anything
+    else by the attempt's."""
+    old, new = state_of(before), state_of(after)
+    rollout = after.rollout if after is not None else None
+    prior = before.rollout if before is not None else None
+    if rollout is not None and (prior is None or _moved(prior, rollout)):
+        return old, new, rollout.reason
+    attempt = after.last_attempted if after is not None else None
+    return old, new, attempt.reason if attempt else NO_VALUE
+
+
+def _moved(prior: Rollout, rollout: Rollout) -> bool:
+    return prior.state != rollout.state or prior.render_ref != rollout.render_ref
+
+
+def written_at(status: ReleaseStatus | None) -> datetime | None:
+    """The tick that wrote ``status``: its latest time (attempt, transition, rollout)."""
+    if status is None:
+        return None
+    times = [c.last_transition_time for c in status.conditions]
+    if status.last_attempted is not None:
+        times.append(status.last_attempted.time)
+    if status.rollout is not None:
+        times.append(status.rollout.started_at)
+    return max(times, default=None)
 
 
 def commit_message(release: str, old: ReleaseStatus, new: ReleaseStatus) -> str:
@@ -201,8 +252,8 @@ def commit_message(release: str, old: ReleaseStatus, new: ReleaseStatus) -> str:
     if changed:
         if after is None:
             reason = new.last_attempted.reason if new.last_attempted else ""
-            return f"{release}: {_state_name(before)} -> none ({reason})"
-        ref = after.render_ref.removeprefix("sha256:")[:12]
-        return f"{release}: {_state_name(before)} -> {_state_name(after)} ({after.reason}) {ref}"
+            return f"{release}: {state_name(before)} -> {NO_STATE} ({reason})"
+        ref = short_ref(after.render_ref)
+        return f"{release}: {state_name(before)} -> {state_name(after)} ({after.reason}) {ref}"
     reason = new.last_attempted.reason if new.last_attempted else "status"
     return f"{release}: {reason}"

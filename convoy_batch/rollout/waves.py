@@ -5,15 +5,13 @@ sorted distinct sync waves, then ``PostSync``. ``SyncFail`` hooks are no phase o
 they are applied when a sync fails. Pure: no I/O, no clock.
 """
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
 from convoy_batch.models import (
-    POST_SYNC,
     PRE_SYNC,
-    SYNC,
     HealthStrategy,
     InventoryEntry,
     Phase,
@@ -22,6 +20,8 @@ from convoy_batch.models import (
     Rollout,
     RolloutState,
     WaveStatus,
+    is_hook_phase,
+    phase_label,
 )
 from convoy_batch.reasons import Reason
 from convoy_batch.rollout.plan import rollback_eligible
@@ -43,24 +43,6 @@ class GateDecision:
     reason: Reason | None = None
     """Why the sync holds or stops (None: it proceeds)."""
     message: str = ""
-
-
-def is_hook(phase: Phase) -> bool:
-    return isinstance(phase, str)
-
-
-def phase_label(phase: Phase) -> str:
-    return f"wave {phase}" if isinstance(phase, int) else f"{phase} hooks"
-
-
-def order_phases(waves: Sequence[int], hooks: Collection[Phase]) -> tuple[Phase, ...]:
-    """PreSync, Sync, the sorted distinct waves, PostSync: the hook phases among
-    ``hooks`` (SyncFail is never one)."""
-    phases: list[Phase] = [p for p in (PRE_SYNC, SYNC) if p in hooks]
-    phases.extend(sorted(set(waves)))
-    if POST_SYNC in hooks:
-        phases.append(POST_SYNC)
-    return tuple(phases)
 
 
 def wave_health_gate(
@@ -160,7 +142,7 @@ def plan_waves(
     apply: list[Phase] = []
     for index, phase in enumerate(phases):
         if phase in started:
-            if not is_hook(phase):
+            if not is_hook_phase(phase):
                 apply.append(phase)
             continue
         previous = phases[index - 1] if index > 0 else None

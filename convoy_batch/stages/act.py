@@ -1,4 +1,4 @@
-"""Carrying out a decided :class:`~convoy_batch.intents.Step`: apply its objects, record
+"""Carrying out a decided :class:`~convoy_batch.rollout.step.Step`: apply its objects, record
 them in the inventory, prune. One executor for ``stage_sync``, ``apply_last_healthy`` and
 the completion of a write-ahead record. I/O only through the deployer it is given.
 """
@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.errors import ConvoyError
-from convoy_batch.intents import Step
 from convoy_batch.models import SYNC_FAIL, Identity, ObjectKey, ReleaseInventory
 from convoy_batch.render import Render, RenderedObject
 from convoy_batch.rollout import Outcome
+from convoy_batch.rollout.step import Step
 from convoy_batch.stages.inventory import (
     Claimants,
     no_claimants,
@@ -47,6 +47,8 @@ class Acted:
 
 
 def _applied_objects(render: Render, step: Step) -> list[RenderedObject]:
+    """The step's objects, phase by phase: a hook of two of its phases comes twice (read
+    as identities; a step without phases, a rollback, has no hooks)."""
     if step.phases is None:
         return [o for o in render.objects if o.hook is None]
     return [o for phase in step.phases for o in render.by_phase(phase)]

@@ -11,10 +11,16 @@ Decided:
   logged; the outcome stays the sync's failure.
 - A hook whose delete policy matches its health for its render (HookSucceeded: Current,
   HookFailed: Failed) is deleted in the sync path of the tick after the observer saw
-  it so. Its inventory entry is marked ``hookDeleted`` and written before the delete:
-  it keeps the health it finished with (the verdict and the wave gate read that), the
-  observer leaves it alone, and a delete that was not confirmed is sent again on a
-  later tick while the object is still there for that render.
+  it so, once the last phase that names it is over for the render: started (its
+  ``status.waves`` entry for the render exists) and each hook of that phase finished
+  (Current or Failed for it). A ServiceAccount hook of PreSync and PostSync thus
+  outlives the PostSync Job that uses it; a hook of one phase waits for the others of
+  its phase, as Helm deletes a phase's hooks once the phase succeeded. A SyncFail hook,
+  no phase of a sync, is judged by its own health alone.
+- The deleted hook's inventory entry is marked ``hookDeleted`` and written before the
+  delete: it keeps the health it finished with (the verdict and the wave gate read
+  that), the observer leaves it alone, and a delete that was not confirmed is sent
+  again on a later tick while the object is still there for that render.
 """
 
 import logging
@@ -22,7 +28,6 @@ from collections.abc import Mapping, Sequence
 
 from convoy_batch.deployers.base import Deployer, Manifest
 from convoy_batch.errors import ConvoyError, Forbidden
-from convoy_batch.intents import Step
 from convoy_batch.models import (
     ANNOTATION_RENDER,
     SYNC_FAIL,
@@ -30,14 +35,26 @@ from convoy_batch.models import (
     Identity,
     InventoryEntry,
     ObjectKey,
+    Phase,
     ReleaseInventory,
     Rollout,
     RolloutState,
+    WaveStatus,
 )
 from convoy_batch.render import Render
+from convoy_batch.rollout.step import Step
 from convoy_batch.stages.act import Record, carry_out
 
 log = logging.getLogger("convoy_batch")
+
+
+def deleted_hooks(render: Render, inventory: ReleaseInventory) -> set[Identity]:
+    """The hooks their delete policy deleted for this render: never created again for it."""
+    return {
+        e.key.identity()
+        for e in inventory.entries
+        if e.hook_deleted and e.applied_render_ref == render.ref
+    }
 
 
 def dry_run_objects(render: Render, inventory: ReleaseInventory) -> list[Manifest]:
@@ -45,11 +62,7 @@ def dry_run_objects(render: Render, inventory: ReleaseInventory) -> list[Manifes
     hooks are left out (applied only when a sync fails, they would cost a request on every
     quiet tick; they are checked when applied), and so are hooks deleted by their policy
     for this render (never created again for it)."""
-    deleted = {
-        e.key.identity()
-        for e in inventory.entries
-        if e.hook_deleted and e.applied_render_ref == render.ref
-    }
+    deleted = deleted_hooks(render, inventory)
     return [
         o.manifest
         for o in render.objects
@@ -83,30 +96,71 @@ def apply_sync_fail(
     return acted.inventory
 
 
+Policy = tuple[frozenset[HealthState], Phase]
+"""A hook's delete policy: the health that deletes it, once its last phase is done."""
+ENDED = frozenset({HealthState.CURRENT, HealthState.FAILED})
+
+
+def _ended(entry: InventoryEntry | None, render_ref: str) -> bool:
+    """Finished for the render: Current or Failed as the observer saw it for it."""
+    health = entry.health if entry is not None else None
+    if health is None:
+        return False
+    return health.assessed_render_ref == render_ref and health.state in ENDED
+
+
+def _done_phases(
+    render: Render, inventory: ReleaseInventory, waves: Sequence[WaveStatus]
+) -> set[Phase]:
+    """The hook phases of R that are over: started for R (a ``status.waves`` entry) with
+    each of their hooks finished for R. SyncFail, applied once when a sync failed and no
+    phase of it, always is."""
+    by_id = {e.key.identity(): e for e in inventory.entries}
+    started = {w.wave for w in waves if w.render_ref == render.ref and isinstance(w.wave, str)}
+    done: set[Phase] = {SYNC_FAIL}
+    for phase in started:
+        if all(_ended(by_id.get(o.key.identity()), render.ref) for o in render.by_phase(phase)):
+            done.add(phase)
+    return done
+
+
 def _finished(
-    entry: InventoryEntry, render: Render, policies: Mapping[Identity, frozenset[HealthState]]
+    entry: InventoryEntry, render: Render, policies: Mapping[Identity, Policy], done: set[Phase]
 ) -> bool:
-    when = policies.get(entry.key.identity(), frozenset())
+    """The policy deletes the hook: its last phase is over and its own health is one
+    the policy names."""
+    policy = policies.get(entry.key.identity())
     health = entry.health
     return (
-        not entry.hook_deleted
+        policy is not None
+        and policy[1] in done
+        and not entry.hook_deleted
         and entry.applied_render_ref == render.ref
         and health is not None
         and health.assessed_render_ref == render.ref
-        and health.state in when
+        and health.state in policy[0]
     )
 
 
 def delete_finished_hooks(
-    deployer: Deployer, inventory: ReleaseInventory, render: Render, record: Record
+    deployer: Deployer,
+    inventory: ReleaseInventory,
+    render: Render,
+    record: Record,
+    waves: Sequence[WaveStatus],
 ) -> tuple[ReleaseInventory, tuple[str, ...]]:
-    """Mark and delete the render's hooks whose delete policy matches their health (see
-    module doc); returns the inventory and the errors of deletes that failed."""
-    policies = {o.key.identity(): o.delete_when for o in render.objects if o.delete_when}
+    """Mark and delete the render's hooks whose delete policy matches their health once
+    the last phase naming them is over for it (``waves``: the status's, telling which
+    phases started; see module doc); returns the inventory and the errors of deletes
+    that failed."""
+    policies = {
+        o.key.identity(): (o.delete_when, o.phases[-1]) for o in render.objects if o.delete_when
+    }
     if not policies:
         return inventory, ()
+    done = _done_phases(render, inventory, waves)
     entries = tuple(
-        e.model_copy(update={"hook_deleted": True}) if _finished(e, render, policies) else e
+        e.model_copy(update={"hook_deleted": True}) if _finished(e, render, policies, done) else e
         for e in inventory.entries
     )
     if entries != inventory.entries:

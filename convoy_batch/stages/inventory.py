@@ -103,15 +103,19 @@ def prune(
     kept by ``prune: false``, the per-object annotation, or ``spared`` (objects the render
     ignores) leave the inventory; a delete that is not confirmed stays in it, to be
     retried. A live object whose release label names another Release that claims it is
-    that Release's: it leaves the inventory, undeleted."""
+    that Release's: it leaves the inventory, undeleted. A hook its delete policy deleted
+    that the live listing lacks leaves it without a request: it is gone already."""
     wanted = set(keep)
     left = [e for e in inventory.entries if e.key.identity() not in wanted]
     remaining = [e for e in inventory.entries if e.key.identity() in wanted]
     deleted: list[ObjectKey] = []
     errors: list[str] = []
+    gone_hooks = _gone_hooks(deployer, left) if enabled else set()
     for entry in sorted(left, key=lambda e: _wave_rank(e.wave), reverse=True):
         if not enabled or not entry.prune or entry.key.identity() in spared:
             continue
+        if entry.key.identity() in gone_hooks:
+            continue  # deleted by its policy, confirmed gone: nothing to send
         try:
             if owner := _other_owner(deployer, entry.key, claimants(entry.key)):
                 log.info("%s: not pruned: it belongs to Release %s", entry.key, owner)
@@ -128,6 +132,21 @@ def prune(
             remaining.append(entry)
     result = ReleaseInventory(release=inventory.release, entries=tuple(remaining))
     return PruneResult(result, tuple(deleted), tuple(errors))
+
+
+def _gone_hooks(deployer: Deployer, entries: Sequence[InventoryEntry]) -> set[Identity]:
+    """The hooks among ``entries`` marked deleted by their policy that the live listing
+    lacks (one read for all; a Kubernetes deployer's listing is the tick's, shared)."""
+    marked = [e.key for e in entries if e.hook_deleted]
+    if not marked:
+        return set()
+    try:
+        found = deployer.get_many(marked)
+    except Forbidden:
+        raise
+    except ConvoyError:
+        return set()  # not known gone: their deletes are sent (a 404 is fine)
+    return {key.identity() for key, live in found.items() if live is None}
 
 
 def _other_owner(deployer: Deployer, key: ObjectKey, others: Collection[str]) -> str | None:

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from convoy_batch.deployers.base import Deployer
-from convoy_batch.intents import Step
 from convoy_batch.models import Release, ReleaseInventory, ReleaseStatus
 from convoy_batch.render import Render, load_render
 from convoy_batch.rollout import Outcome, RenderId, RollBack
+from convoy_batch.rollout.step import Step
 from convoy_batch.stages.act import BeforeChange, carry_out, expected_inventory, no_record
 from convoy_batch.stages.hooks import apply_sync_fail, delete_finished_hooks
 from convoy_batch.tick import Tick
@@ -80,7 +80,7 @@ def apply_last_healthy(
         )
     if failed is None:
         return LastHealthyResult(True, rendered, acted.inventory, "")
-    after, errors = delete_finished_hooks(deployer, acted.inventory, failed, record)
+    after, errors = delete_finished_hooks(deployer, acted.inventory, failed, record, status.waves)
     for error in errors:
         log.warning("%s: hook not deleted: %s", release.name, error)
     return LastHealthyResult(True, rendered, after, "")

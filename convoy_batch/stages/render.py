@@ -7,20 +7,13 @@ ClusterUnavailable with a one-line message.
 
 import hashlib
 import json
-from dataclasses import dataclass
 
 from convoy_batch.deployers.base import Capabilities, Describes
 from convoy_batch.errors import ClusterNotFound, RenderFailed
 from convoy_batch.models import Cluster, CommandRender, HelmRender, Release, key_of
-from convoy_batch.render import Render, load_render
+from convoy_batch.render import Render, Rendered, load_render
 from convoy_batch.renderers import render_inputs, render_release
 from convoy_batch.tick import Tick
-
-
-@dataclass(frozen=True)
-class Rendered:
-    cluster: Cluster
-    render: Render
 
 
 def resolve_cluster(tick: Tick, release: Release) -> Cluster:
@@ -67,7 +60,7 @@ def stage_render(tick: Tick, release: Release) -> Rendered:
     Once a tick: a second call returns the first one's render (the snapshot is fixed)."""
     with tick.lock:
         done = tick.rendered.get(release.name)
-    if isinstance(done, Rendered):
+    if done is not None:
         return done
     cluster = resolve_cluster(tick, release)
     listing = tick.sources.listing(release)
@@ -85,9 +78,8 @@ def stage_render(tick: Tick, release: Release) -> Rendered:
         if _may_vary(release) and made.ref != memo.render_ref:
             again = render_release(release, cluster, tick.sources, tick.stores.state_dir, server)
             _check_stable(release, made, again)
-    tick.render_keys[release.name] = (key, made.ref)
     tick.owners().note_render(release.name, (o.key for o in made.objects))
-    rendered = Rendered(cluster=cluster, render=made)
+    rendered = Rendered(cluster=cluster, render=made, key=key)
     with tick.lock:
         tick.rendered[release.name] = rendered
     return rendered

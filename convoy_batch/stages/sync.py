@@ -15,7 +15,6 @@ from datetime import datetime
 
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.errors import ApplyFailed
-from convoy_batch.intents import Step
 from convoy_batch.models import (
     SYNC_FAIL,
     InventoryEntry,
@@ -26,7 +25,15 @@ from convoy_batch.models import (
 )
 from convoy_batch.reasons import Reason
 from convoy_batch.render import Render
-from convoy_batch.rollout import GateKind, Outcome, Plan, RenderId, RollBack, plan_waves
+from convoy_batch.rollout import (
+    GateKind,
+    Outcome,
+    Plan,
+    RenderId,
+    RollBack,
+    plan_waves,
+)
+from convoy_batch.rollout.step import Step
 from convoy_batch.stages.act import BeforeChange, carry_out, expected_inventory, no_record
 from convoy_batch.stages.hooks import (
     apply_sync_fail,
@@ -36,6 +43,7 @@ from convoy_batch.stages.hooks import (
 )
 from convoy_batch.stages.last_healthy import expected_rollback
 from convoy_batch.stages.namespace import ensure_namespace
+from convoy_batch.stages.outcome import failed
 from convoy_batch.tick import Tick
 
 log = logging.getLogger("convoy_batch")
@@ -60,13 +68,14 @@ class SyncResult:
 def entries_by_phase(
     render: Render, inventory: ReleaseInventory
 ) -> dict[Phase, Sequence[InventoryEntry]]:
-    """The inventory entries of R's objects, grouped by phase."""
+    """The inventory entries of R's objects, grouped by phase (a hook of several phases
+    under each: the gate after each waits for it)."""
     by_id = {e.key.identity(): e for e in inventory.entries}
     grouped: dict[Phase, list[InventoryEntry]] = {}
     for obj in render.objects:
-        entry = by_id.get(obj.key.identity())
-        placeholder = InventoryEntry(key=obj.key, wave=obj.phase)
-        grouped.setdefault(obj.phase, []).append(entry or placeholder)
+        entry = by_id.get(obj.key.identity()) or InventoryEntry(key=obj.key, wave=obj.phase)
+        for phase in obj.phases:
+            grouped.setdefault(phase, []).append(entry)
     return dict(grouped)
 
 
@@ -152,12 +161,11 @@ def stage_sync(
     if isinstance(acted.failure, ApplyFailed) or rollout_failed(expected.rollout, render):
         after = apply_sync_fail(deployer, after, render, record)
     if acted.failure is not None:
-        failure = acted.failure
-        outcome = Outcome(
-            expected.rollout, acted.sent, failure.reason, str(failure), expected.render
+        outcome = failed(
+            acted.failure, rollout=expected.rollout, render=expected.render, applied=acted.sent
         )
         return SyncResult(outcome, after)
-    after, errors = delete_finished_hooks(deployer, after, render, record)
+    after, errors = delete_finished_hooks(deployer, after, render, record, expected.waves or ())
     errors = acted.errors + errors
     if errors:
         return SyncResult(replace(expected, reason=Reason.PRUNE_FAILED, message=errors[0]), after)

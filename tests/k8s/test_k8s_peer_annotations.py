@@ -2,14 +2,18 @@
 an Argo CD PreSync Job hook deleted once it succeeded, and Flux's create-only objects
 that another writer changed (or made) and that convoy-batch never overwrites."""
 
+import json
+from datetime import timedelta
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
 from convoy_batch.deployers import kubeapi
+from convoy_batch.timefmt import format_time
 from tests.k8s.k8s_scenario import KubeScenario
 from tests.k8s.test_k8s_scenarios import server_writes
 from tests.k8s.testenv import eventually
+from tests.scenario import T0
 
 MIGRATE = """\
 ---
@@ -87,6 +91,37 @@ def test_an_argo_presync_job_with_hook_succeeded_is_deleted_once_complete(
     assert s.reconcile("argohook", minutes=4).code == 0
     again = s.kube.batch.read_namespaced_job("migrate", "argohook")
     assert again.metadata.uid != first.metadata.uid  # a new render runs it again
+
+
+def test_a_rollback_sends_no_second_delete_for_a_hook_its_policy_deleted(
+    kscenario: KubeScenario,
+) -> None:
+    """The failed render's HookSucceeded Job is gone (its policy deleted it) and marked
+    so in the inventory: the rollback's prune drops its entry without a request, and
+    ``diff --live`` does not show it as an object a tick would create again."""
+    s = kscenario
+    s.app("hookback")
+    assert s.reconcile("hookback", minutes=0).code == 0
+    s.ready("hookback")
+    assert s.reconcile("hookback", minutes=1).code == 0
+    s.app("hookback", image="2.0", extra={"migrate.yaml": MIGRATE})
+    assert s.reconcile("hookback", minutes=2).code == 0
+    s.kube.job_succeeded("hookback", "migrate")
+    assert s.reconcile("hookback", minutes=3).code == 0
+    eventually(lambda: job_or_none(s, "hookback", "migrate") is None, "the hook Job deleted")
+    diff = s.cli("diff", "--live", "--exit-code", "--now", format_time(T0 + timedelta(minutes=4)))
+    assert diff.code == 0, diff.out
+    assert "hookback: no change against the live cluster" in diff.out.splitlines()
+
+    counts = dict(kubeapi.COUNTS)
+    assert s.reconcile("hookback", minutes=13).code == 0
+    assert s.status("hookback")["rollout"]["state"] == "RolledBack"
+    assert s.deployment_image("hookback") == "example/hookback:1.0"
+    assert "DELETE" not in sent_since(counts)
+    deletes = [w for w in server_writes(s, "hookback") if w.startswith("delete jobs/")]
+    assert deletes == ["delete jobs/migrate"]  # the policy's, once
+    entries = json.loads((s.state / "inventory" / "hookback.json").read_text())["entries"]
+    assert "migrate" not in {e["key"]["name"] for e in entries}
 
 
 def test_a_flux_if_not_present_object_changed_by_someone_else_is_not_overwritten(

@@ -369,24 +369,28 @@ def kubectl_manifests(name: str) -> dict[str, str]:
     }
 
 
-def server_writes(s: KubeScenario, namespace: str) -> list[str]:
+def server_writes(s: KubeScenario, namespace: str, dry_runs: bool = False) -> list[str]:
     """Every write the API server received into one namespace (and to the Namespace
-    itself), as its audit log names them (``verb resource/name``): dry runs and the
-    controller-manager's own writes (status, tokens, its CA ConfigMap) aside."""
+    itself), as its audit log names them (``verb resource/name``, ``dry-run verb ...``
+    with ``dry_runs``): dry runs (unless asked for) and the controller-manager's own
+    writes (status, tokens, its CA ConfigMap) aside."""
     writes = []
-    for line in (s.kube.folder / "audit.log").read_text().splitlines():
+    # Complete lines only: the controller-manager's own writes go on being logged meanwhile.
+    for line in (s.kube.folder / "audit.log").read_text().split("\n")[:-1]:
         event = json.loads(line)
         ref = event.get("objectRef", {})
         ours = ref.get("namespace") == namespace or (
             ref.get("resource") == "namespaces" and ref.get("name") == namespace
         )
+        dry = "dryRun" in event["requestURI"]
         if (
             ours
             and not ref.get("subresource")
-            and "dryRun" not in event["requestURI"]
+            and (dry_runs or not dry)
             and not event.get("userAgent", "").startswith("kube-controller-manager")
         ):
-            writes.append(f"{event['verb']} {ref.get('resource')}/{ref.get('name')}")
+            verb = f"dry-run {event['verb']}" if dry else event["verb"]
+            writes.append(f"{verb} {ref.get('resource')}/{ref.get('name')}")
     return writes
 
 
