@@ -20,11 +20,12 @@ import yaml
 
 from convoy_batch import diff_report, history
 from convoy_batch.diff import diff_releases
-from convoy_batch.errors import ConvoyError, UsageError
+from convoy_batch.errors import ConvoyError, StateFailed, UsageError
 from convoy_batch.inspect import plan_release, status_rows
 from convoy_batch.reconcile import describe
 from convoy_batch.runner import TickReport, observe_release, run_tick, select
 from convoy_batch.shards import run_sharded
+from convoy_batch.statefiles import os_problem
 from convoy_batch.tick import Tick, default_state_dir
 from convoy_batch.timefmt import parse_time
 
@@ -248,6 +249,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except ConvoyError as exc:
         print(f"convoy-batch: {exc.reason}: {exc}", file=sys.stderr)
+        return EXIT_ERRORS
+    except OSError as exc:  # a file no store turned into its error: still one line
+        where = Path(exc.filename) if exc.filename else Path(".")
+        print(f"convoy-batch: {StateFailed.reason}: {os_problem(where, exc)}", file=sys.stderr)
         return EXIT_ERRORS
 
 

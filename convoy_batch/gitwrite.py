@@ -11,12 +11,19 @@ kill at any point be repaired by the next tick (the caller holds
    copy of the index; from here a person's ``git commit`` fails (or, retried, waits) with
    git's own message, and cannot move the branch;
 3. ``git fast-import`` writes the commits onto a staging ref, built on HEAD;
-4. ``git checkout <new> -- <paths>`` writes those files and their entries into the locked
-   copy of the index;
-5. one ``git update-ref --stdin`` transaction moves HEAD (its branch) from the old commit
+4. one ``git update-ref --stdin`` transaction moves HEAD (its branch) from the old commit
    to the new one (refused if it moved) and deletes the staging ref; git writes the
-   ref logs; the locked copy is renamed over the index (the lock let go);
+   ref logs;
+5. ``git checkout <new> -- <paths>`` writes those files and their entries into the locked
+   copy of the index, which is renamed over the index (the lock let go);
 6. the marker is removed.
+
+The working tree and index are written only once the branch has moved (a push's
+fast-forward, which may be refused, is checked and written before it moves), so a batch
+that fails before (a full disk, a failing fsync, a lock git could not write) leaves
+``status/`` as HEAD has it, with nothing to put back; one that fails after has landed:
+it is reported as written, and the paths are put back as HEAD has them, the marker kept
+for the next tick when even that fails.
 
 Git's objects, refs and the index are fsynced (``core.fsync``). :meth:`GitWriter.recover`,
 at the start of every tick under the repo lock, finds a marker a killed process left: it
@@ -27,6 +34,7 @@ whether or not the branch had moved.
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -40,6 +48,8 @@ import git
 from gitdb.util import LockedFD
 
 from convoy_batch.statefiles import atomic_write
+
+log = logging.getLogger("convoy_batch")
 
 BOT_NAME = "convoy-batch"
 BOT_EMAIL = "convoy-batch@localhost"
@@ -63,12 +73,29 @@ class HeadMoved(GitError):
 
 
 @dataclass(frozen=True)
+class Landed:
+    """A batch whose branch moved: its commits, and what failed after the branch moved
+    (updating the index and working tree, one line; None: nothing)."""
+
+    commits: list[str]
+    problem: str | None = None
+    repaired: bool = True
+    """The paths of the index and working tree are as HEAD has them after all (put back
+    once more); False: they are not, and the marker stays for the next tick."""
+
+
+@dataclass(frozen=True)
 class Change:
     """One commit of a batch: ``path`` set to ``data``."""
 
     path: str
     data: bytes
     message: str
+
+
+Update = Callable[[str | None, str, Sequence[str], Mapping[str, str]], None]
+"""Updates the locked copy of the index (and the working tree) from the old HEAD to the
+new one for the paths; given the environment that makes git write that copy."""
 
 
 class GitWriter:
@@ -83,10 +110,11 @@ class GitWriter:
 
     # --- the batch ------------------------------------------------------------------
 
-    def write(self, changes: Sequence[Change], tries: int = 3) -> list[str]:
+    def write(self, changes: Sequence[Change], tries: int = 3) -> Landed:
         """Commit ``changes`` in order onto HEAD; their commit ids. The caller holds the
-        repo lock. HeadMoved when the branch moved under the index lock ``tries`` times
-        (only a writer that ignores the index lock can do that)."""
+        repo lock. GitError or OSError (one line) when the branch did not move, the
+        index and working tree left as they were; HeadMoved when the branch moved under
+        the index lock ``tries`` times (only a writer that ignores it can do that)."""
         paths = list(dict.fromkeys(c.path for c in changes))
         first = changes[0].message.splitlines()[0]
         message = f"{BOT_NAME}: {first}"
@@ -98,44 +126,90 @@ class GitWriter:
             tips[:] = self._fast_import(changes, old)
             return tips[-1]
 
-        for _ in range(tries - 1):
-            with contextlib.suppress(HeadMoved):
-                self.move_branch(build, message, paths, self._checkout_paths)
-                return tips
-        self.move_branch(build, message, paths, self._checkout_paths)
-        return tips
+        for attempt in range(tries):
+            try:
+                moved = self.move_branch(
+                    build, message, paths, self._checkout_paths, update_first=False
+                )
+            except HeadMoved:
+                if attempt == tries - 1:
+                    raise
+                continue
+            return Landed(list(tips), moved.problem, moved.repaired)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def move_branch(
         self,
         build: Callable[[str | None], str],
         message: str,
         paths: Sequence[str],
-        update: "Callable[[str | None, str, Sequence[str], Mapping[str, str]], None]",
-    ) -> None:
+        update: Update,
+        *,
+        update_first: bool = True,
+    ) -> Landed:
         """Steps 2 to 5, under index.lock (so a person's ``git commit`` cannot move the
-        branch meanwhile): ``build`` the new commit on HEAD, ``update`` the locked copy of
-        the index (and the working tree) for ``paths``, then move the branch. On any
-        failure the paths are put back as HEAD has them."""
+        branch meanwhile): ``build`` the new commit on HEAD, move the branch, and
+        ``update`` the locked copy of the index (and the working tree) for ``paths``:
+        before the branch moves with ``update_first`` (an update that may refuse),
+        after it otherwise. Raises when the branch did not move (the paths put back as
+        HEAD has them, when ``update`` ran); once it moved, a later failure is the
+        returned problem (the paths put back as HEAD has them where possible)."""
         # Marked first: a kill between taking a lock and writing the marker would leave a
         # lock nobody can tell from another git process's.
         self._mark({"paths": list(paths)})
+        moved = False
         try:
             with self._index_locked() as index_env:
                 old = self.head()
                 new = build(old)
-                if index_env is not None:
+                if index_env is not None and update_first:
                     update(old, new, paths, index_env)
-                transaction = f"update HEAD {new} {old or _ZERO}\ndelete {STAGING_REF}\n"
-                try:
-                    self.git("update-ref", "-m", message, "--stdin", input=transaction.encode())
-                except GitError:
-                    if self.head() != old:
-                        raise HeadMoved("the branch moved while the commits were written") from None
-                    raise
+                self._move(old, new, message)
+                moved = True
+                if index_env is not None and not update_first:
+                    update(old, new, paths, index_env)
+        except Exception as exc:
+            if not moved:
+                self._unmoved(paths, touched=update_first)
+                raise
+            return self._moved_but(paths, exc)
         except BaseException:
-            self._restore(paths)
+            if not moved:
+                self._unmoved(paths, touched=update_first)
             raise
-        self.marker.unlink(missing_ok=True)
+        self._unmark()
+        return Landed([])
+
+    def _move(self, old: str | None, new: str, message: str) -> None:
+        """One ``update-ref`` transaction: the branch from ``old`` to ``new``, the staging
+        ref deleted. Returns once the branch is at ``new``; GitError when it stayed at
+        ``old``, HeadMoved when another writer moved it."""
+        transaction = f"update HEAD {new} {old or _ZERO}\ndelete {STAGING_REF}\n"
+        try:
+            self.git("update-ref", "-m", message, "--stdin", input=transaction.encode())
+        except GitError:
+            now = self.head()
+            if now == new:
+                return  # git moved the branch, then failed at what followed
+            if now != old:
+                raise HeadMoved("the branch moved while the commits were written") from None
+            raise
+
+    def _unmoved(self, paths: Sequence[str], *, touched: bool) -> None:
+        """The branch did not move: put back what ``update`` wrote, else only drop the
+        marker (nothing of the index or working tree was written)."""
+        if touched:
+            self._restore(paths)
+        else:
+            self._unmark()
+
+    def _moved_but(self, paths: Sequence[str], exc: Exception) -> Landed:
+        """The branch moved, then updating the index or working tree failed: put the paths
+        back as HEAD (now the new commits) has them, once more."""
+        problem = " ".join(str(exc).split()) or type(exc).__name__
+        if isinstance(exc, OSError) and exc.filename:
+            problem = f"{exc.filename}: {exc.strerror or problem}"
+        return Landed([], problem, repaired=self._restore(paths))
 
     def head(self) -> str | None:
         """HEAD's commit; None on a branch with no commit yet."""
@@ -182,12 +256,22 @@ class GitWriter:
             return
         lock, fd = self._take(index)
         try:
-            _write_all(fd, index.read_bytes() if index.is_file() else self._empty_index())
+            with failing(f"{index}.lock", "write"):
+                copy = index.read_bytes() if index.is_file() else self._empty_index()
+                _write_all(fd, copy)
             yield {"GIT_INDEX_FILE": f"{index}.lock"}
         except BaseException:
-            lock.rollback()
+            with contextlib.suppress(OSError):
+                lock.rollback()
             raise
-        lock.commit()
+        try:
+            lock.commit()
+        except OSError as exc:
+            # Ours, and the index it was to replace is now stale: let go of it, so that
+            # the paths can be put back (or a person's git can take the lock again).
+            with contextlib.suppress(OSError):
+                os.unlink(f"{index}.lock")
+            raise GitError(f"{index}.lock: rename to index: {exc.strerror or exc}") from None
 
     def _empty_index(self) -> bytes:
         """An index with no entry, as git writes it (a checkout that never staged a file
@@ -204,7 +288,13 @@ class GitWriter:
             lock = LockedFD(str(index))  # one attempt each: it refuses a second open()
             try:
                 return lock, int(lock.open(write=True))
-            except OSError:
+            except OSError as exc:
+                cause = exc.__cause__
+                if isinstance(cause, OSError) and not isinstance(cause, FileExistsError):
+                    # Not another process's lock: the lock file cannot be made (a full
+                    # disk, a failing one, permissions).
+                    why = cause.strerror or str(cause)
+                    raise GitError(f"{index}.lock: create: {why}") from None
                 if time.monotonic() >= deadline:
                     raise GitError(
                         f"{index}.lock: held by another git process (remove it if no git "
@@ -213,7 +303,18 @@ class GitWriter:
                 time.sleep(0.05)
 
     def _mark(self, record: Mapping[str, object]) -> None:
-        atomic_write(self.marker, json.dumps({"format": 1, **record}).encode())
+        """Write the marker durably; on failure (OSError) none is left: nothing of git
+        was written yet, and a marker that may not be durable must not make a later tick
+        remove lock files that are another process's."""
+        try:
+            atomic_write(self.marker, json.dumps({"format": 1, **record}).encode())
+        except OSError:
+            self._unmark()
+            raise
+
+    def _unmark(self) -> None:
+        with contextlib.suppress(OSError):  # a marker left over only makes a repair
+            self.marker.unlink(missing_ok=True)
 
     # --- after a crash ----------------------------------------------------------------
 
@@ -229,23 +330,36 @@ class GitWriter:
             return
         except (OSError, ValueError):
             record = {}
-        for leftover in self._lock_files():
-            leftover.unlink(missing_ok=True)
+        try:
+            for leftover in self._lock_files():
+                leftover.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning(
+                "git: %s: not removed (%s); repaired on a later tick", exc.filename, exc.strerror
+            )
+            return
         paths = record.get("paths") if isinstance(record, dict) else None
         self._restore([str(p) for p in paths] if isinstance(paths, list) else [])
 
-    def _restore(self, paths: Sequence[str]) -> None:
+    def _restore(self, paths: Sequence[str]) -> bool:
         """Put ``paths`` of the index and working tree back as HEAD has them, then drop
-        the marker; when that fails, the marker stays for the next tick's :meth:`recover`."""
+        the marker; whether that was done. When it fails, the marker stays for the next
+        tick's :meth:`recover`."""
         head = self.head()
         try:
             if paths and head is not None:
                 with self._index_locked() as index_env:
                     if index_env is not None:
                         self._as_in_head(head, paths, index_env)
-        except GitError:
-            return
-        self.marker.unlink(missing_ok=True)
+        except (GitError, OSError) as exc:
+            log.warning(
+                "git: %s of the index not put back as HEAD has them: %s",
+                ", ".join(paths),
+                " ".join(str(exc).split()),
+            )
+            return False
+        self._unmark()
+        return True
 
     def _as_in_head(self, head: str, paths: Sequence[str], env: Mapping[str, str]) -> None:
         present = self.git(
@@ -304,6 +418,15 @@ def scratch_dir(git_dir: Path) -> Iterator[Path]:
     process left is removed by the next :meth:`GitWriter.recover`."""
     with tempfile.TemporaryDirectory(dir=git_dir, prefix=_SCRATCH) as tmp:
         yield Path(tmp)
+
+
+@contextlib.contextmanager
+def failing(path: str, operation: str) -> Iterator[None]:
+    """An OSError within becomes a GitError of one line naming the file and operation."""
+    try:
+        yield
+    except OSError as exc:
+        raise GitError(f"{path}: {operation}: {exc.strerror or exc}") from None
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -89,6 +89,7 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
     )
     tick.note_inventory(new_inventory)
     try:
+        settle_render(tick, release.name)
         tick.save_inventory(release.name)
     except StateFailed as exc:
         outcome = failed(
@@ -110,6 +111,15 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
         ),
     )
     return handled
+
+
+def settle_render(tick: Tick, name: str) -> None:
+    """The render this tick made for ``name`` is durable before its status names it
+    (its write may still be in the background when no step changed the cluster);
+    StateFailed when it cannot be stored."""
+    rendered = tick.rendered.get(name)
+    if rendered is not None:
+        tick.stores.renders.settle(rendered.render.ref)
 
 
 def complete_intent(tick: Tick, release: Release, intent: Intent) -> None:

@@ -37,6 +37,7 @@ from convoy_batch.reconcile import (
 )
 from convoy_batch.stages.outcome import failed
 from convoy_batch.stages.render import resolve_cluster, stage_render
+from convoy_batch.statefiles import os_problem
 from convoy_batch.store import LockBusy
 from convoy_batch.tick import DeployerFactory, Tick, make_deployer
 
@@ -334,17 +335,19 @@ def _run_tick(
     with tick.status_store.batch():
         _reconcile_due(tick, entries, names, all_releases, observe_first, report)
     report.commit_error = tick.status_store.error
+    # Statuses of this tick that HEAD lacks (commits not written) must not steer the GC.
+    in_git = tick.status_store.error is None or tick.status_store.landed
     # The decisions are in git: their records can go (from a clone, once they are kept
     # on the remote or in the state directory: see _finish).
-    if report.commit_error is None and remote_url() is None:
+    if in_git and remote_url() is None:
         for handled in report.handled:
             tick.stores.intents.clear(handled.name)
-    tick.stores.writer.drain()  # renders on disk before the GC looks
+    unstored = _unstored(tick.stores.writer.drain())  # renders on disk before the GC looks
     if shard is None:
         report.push_warning = _finish(
             tick,
             {h.name for h in report.handled},
-            any(h.outcome.persisted for h in report.handled),
+            in_git and not unstored and any(h.outcome.persisted for h in report.handled),
             any(h.commit for h in report.handled),
             clone,
         )
@@ -352,6 +355,14 @@ def _run_tick(
         notifier.deliver()
     tick.close()
     return report
+
+
+def _unstored(failed: Sequence[tuple[Path, OSError]]) -> bool:
+    """Report the background writes that failed and no Release settled (each Release
+    settles its own render: none should be left); whether there were any."""
+    for path, exc in failed:
+        log.warning("not stored (made again when needed): %s", os_problem(path, exc))
+    return bool(failed)
 
 
 def notification_facts(tick: Tick) -> TickFacts:

@@ -20,6 +20,7 @@ import re
 import stat
 import tempfile
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -61,11 +62,29 @@ def _blocker(path: Path) -> Path:
 
 
 def os_problem(path: Path, exc: OSError) -> str:
-    """One line: the path that is wrong, and what is wrong with it."""
+    """One line: the path that is wrong, the operation that failed on it (when
+    :func:`failing` named one) and what is wrong with it."""
     if exc.errno in (errno.ENOTDIR, errno.EEXIST):
         path = _blocker(Path(exc.filename) if exc.filename else path)
     why = _PROBLEMS.get(exc.errno or 0) or " ".join((exc.strerror or str(exc)).split())
-    return f"{path}: {why}"
+    operation = getattr(exc, OPERATION, None)
+    return f"{path}: {operation}: {why}" if operation else f"{path}: {why}"
+
+
+OPERATION = "convoy_operation"
+"""The attribute :func:`failing` sets on an OSError: which operation failed."""
+
+
+@contextlib.contextmanager
+def failing(operation: str) -> Iterator[None]:
+    """Name the operation (``write``, ``fsync``, ``rename``, ...) on an OSError raised
+    within, for :func:`os_problem`; the innermost name wins."""
+    try:
+        yield
+    except OSError as exc:
+        if getattr(exc, OPERATION, None) is None:
+            setattr(exc, OPERATION, operation)
+        raise
 
 
 def problem_of(path: Path, exc: OSError | StateFailed) -> str:
@@ -118,35 +137,52 @@ def atomic_write(
     leading out of it is refused (StateFailed). Other failures are OSErrors."""
     if root is not None:
         refuse_link_out(path, root)
-    path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    with failing("mkdir"):
+        path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
     # mkstemp creates the file 0600, whatever the umask; the name is recognisable as a
     # leftover of this function (see remove_leftovers).
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with failing("create"):
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
+            with failing("write"):
+                f.write(data)
+                f.flush()
             if durable:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
+                with failing("fsync"):
+                    os.fsync(f.fileno())
+        with failing("rename"):
+            os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):  # the write failed: its temp file goes too
             os.unlink(tmp)
         raise
     if durable:
         fsync_dir(path.parent)
 
 
+_CANNOT_SYNC_FOLDERS = {errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF}
+"""What ``fsync`` of a folder gives on a platform or filesystem that cannot do it."""
+
+
 def fsync_dir(folder: Path) -> None:
-    """Make a rename durable; some platforms cannot open a directory, which is fine."""
+    """Make a rename in ``folder`` durable. A failing fsync is a failed write (OSError
+    naming the folder): only "folders cannot be synced here" is ignored, as is a
+    platform that cannot open a folder at all."""
     try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except (IsADirectoryError, PermissionError):
+        return  # a platform that opens no folder (nothing to sync through)
+    except OSError as exc:
+        setattr(exc, OPERATION, "open for fsync")
+        raise
     try:
         os.fsync(fd)
-    except OSError:
-        pass
+    except OSError as exc:
+        if exc.errno not in _CANNOT_SYNC_FOLDERS:
+            exc.filename = exc.filename or str(folder)
+            setattr(exc, OPERATION, "fsync of the folder")
+            raise
     finally:
         os.close(fd)
 
@@ -208,19 +244,25 @@ class Writer:
     """Atomic, durable writes (``atomic_write``) done on a few background threads, so a
     caller does not wait for the fsyncs (milliseconds each on many disks). Writes to one
     path land in order, the newest last; :meth:`pending` serves a write that has not
-    landed yet to the readers of the tick; :meth:`drain` waits for every write and
-    raises the first failure (the end of a tick)."""
+    landed yet to the readers of the tick; :meth:`settle` makes one land now and raises
+    its failure, even one a background thread met; :meth:`drain` waits for every write
+    and hands back the failures nobody settled (the end of a tick)."""
 
     def __init__(self, workers: int = 4) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="convoy-write")
         self._lock = threading.Lock()
         self._pending: dict[Path, bytes] = {}
+        self._failed: dict[Path, OSError] = {}
+        """The paths whose newest write failed, and how (until settled or written again)."""
         self._path_locks: dict[Path, threading.Lock] = {}
         self._jobs: list[Future[None]] = []
 
     def write(self, path: Path, data: bytes) -> None:
+        """Write ``data`` to ``path`` in the background (in the caller once closed: an
+        OSError then)."""
         with self._lock:
             self._pending[path] = data
+            self._failed.pop(path, None)
             path_lock = self._path_locks.setdefault(path, threading.Lock())
             try:
                 self._jobs.append(self._pool.submit(self._land, path, path_lock))
@@ -235,7 +277,8 @@ class Writer:
             return self._pending.get(path)
 
     def settle(self, path: Path) -> None:
-        """Make the pending write of ``path`` (if any) land now, in the caller."""
+        """Make the pending write of ``path`` (if any) land now, in the caller; the OSError
+        of the newest write of ``path`` when it failed (here or on a background thread)."""
         with self._lock:
             path_lock = self._path_locks.get(path)
         if path_lock is None:
@@ -243,34 +286,46 @@ class Writer:
         with path_lock:
             data = self.pending(path)
             if data is not None:
-                atomic_write(path, data)
-                with self._lock:
-                    if self._pending.get(path) is data:
-                        del self._pending[path]
-
-    def drain(self) -> None:
-        """Wait until every write has landed; the first failure is raised (OSError)."""
-        with self._lock:
-            jobs, self._jobs = self._jobs, []
-        errors = [job.exception() for job in jobs]
-        if failed := next(filter(None, errors), None):
+                self._attempt(path, data)
+            with self._lock:
+                failed = self._failed.pop(path, None)
+        if failed is not None:
             raise failed
 
-    def close(self) -> None:
+    def drain(self) -> list[tuple[Path, OSError]]:
+        """Wait until every write has landed; the failures no :meth:`settle` reported."""
+        with self._lock:
+            jobs, self._jobs = self._jobs, []
+        for job in jobs:
+            job.exception()  # waits; failures are kept in _failed
+        with self._lock:
+            failed, self._failed = list(self._failed.items()), {}
+        return failed
+
+    def close(self) -> list[tuple[Path, OSError]]:
         """:meth:`drain`, then stop the threads (a later write is made in the caller)."""
         try:
-            self.drain()
+            return self.drain()
         finally:
             self._pool.shutdown(wait=True)
 
     def _land(self, path: Path, path_lock: threading.Lock) -> None:
         with path_lock:  # one write of a path at a time, each with the newest data
             data = self.pending(path)
-            if data is None:
-                return  # an earlier job wrote the newest data already
-            try:
-                atomic_write(path, data)
-            finally:
-                with self._lock:
-                    if self._pending.get(path) is data:
-                        del self._pending[path]
+            if data is not None:  # else an earlier job wrote the newest data already
+                self._attempt(path, data)
+
+    def _attempt(self, path: Path, data: bytes) -> None:
+        """Write ``data`` (the caller holds the path's lock); a failure is kept, not
+        raised: the data is no longer served from memory, and a reader finds no file."""
+        try:
+            atomic_write(path, data)
+        except OSError as exc:
+            failure: OSError | None = exc
+        else:
+            failure = None
+        with self._lock:
+            if self._pending.get(path) is data:
+                del self._pending[path]
+                if failure is not None:
+                    self._failed[path] = failure

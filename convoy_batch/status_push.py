@@ -4,6 +4,7 @@ state), and the push is tried again a bounded number of times. Status files conf
 only with themselves, and our newer status wins. Does git I/O, through git processes.
 """
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -20,6 +21,8 @@ from convoy_batch.gitwrite import (
     scratch_dir,
 )
 from convoy_batch.store import Locks
+
+log = logging.getLogger("convoy_batch")
 
 STATUS_DIR = "status"
 
@@ -166,7 +169,9 @@ class Pusher:
                 raise HeadMoved("the branch moved while the remote's commits were replayed")
             return new
 
-        self.writer.move_branch(build, message, moved, partial(_two_way, self.writer))
+        landed = self.writer.move_branch(build, message, moved, partial(_two_way, self.writer))
+        if landed.problem is not None:  # the branch moved; its index was put back after
+            log.warning("moved onto the remote, then: %s", landed.problem)
 
 
 def _two_way(

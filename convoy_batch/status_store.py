@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 import git
 
-from convoy_batch.errors import UsageError
+from convoy_batch.errors import StateFailed, UsageError
 from convoy_batch.gitwrite import Change, GitError
 from convoy_batch.hints import ParseCache
 from convoy_batch.models import ReleaseStatus
+from convoy_batch.statefiles import problem_of
 from convoy_batch.status_push import STATUS_DIR, Pusher, PushResult
 from convoy_batch.status_yaml import parse_status, render_status
 from convoy_batch.store import LockBusy, Locks, check_file_name
@@ -54,7 +55,10 @@ class StatusStore:
         self.unreadable: set[str] = set()
         """Status files :meth:`load_all` could not read (their renders are unknown)."""
         self.error: str | None = None
-        """Why the last batch of commits was not written (one line); None when it was."""
+        """Why the last batch of commits was not written, or what failed once it was
+        (one line); None when all went well."""
+        self.landed = False
+        """The last batch's commits are on the branch (whatever :attr:`error` says)."""
         # HEAD's status blobs and texts, read once (a batch starts over: HEAD may move).
         self._blobs: dict[str, git.Blob] | None = None
         self._texts: dict[str, str] = {}
@@ -65,8 +69,11 @@ class StatusStore:
         """Repair what a convoy-batch process killed while writing git left behind. When
         another convoy-batch process holds the repo lock, it is alive and writing: there
         is nothing to repair."""
-        with contextlib.suppress(LockBusy), self.locks.repo(timeout=0):
-            self.writer.recover()
+        try:
+            with contextlib.suppress(LockBusy), self.locks.repo(timeout=0):
+                self.writer.recover()
+        except StateFailed as exc:  # the tick goes on: its own commits take the lock again
+            log.warning("git not checked for a killed write: %s", exc)
 
     # reading
 
@@ -173,22 +180,43 @@ class StatusStore:
             self._blobs, self._texts = None, {}  # HEAD has moved
 
     def _write(self, queue: list[tuple["Future[_Planned | None]", "Future[str | None]"]]) -> None:
-        self.error = None
+        self.error, self.landed = None, False
         planned = [(change.result(), done) for change, done in queue]
         changes = [p.change for p, _ in planned if p is not None]
         commits: list[str] = []
         if changes:
-            try:
-                with self.locks.repo():
-                    commits = self.writer.write(changes)
-            except (GitError, OSError) as exc:
-                self.error = f"status commits not written: {' '.join(str(exc).split())}"
-                log.error("%s", self.error)
+            commits = self._land(changes)
         shas = iter(commits)
         for p, done in planned:
             done.set_result(next(shas, None) if p is not None else None)
         if commits and self.cache is not None:
             self._remember([p for p, _ in planned if p is not None], commits[-1])
+
+    def _land(self, changes: list[Change]) -> list[str]:
+        """Write the batch under the repo lock; its commits (none when not written, which
+        :attr:`error` says, as it says what failed once they landed)."""
+        try:
+            with self.locks.repo():
+                landed = self.writer.write(changes)
+        except (GitError, OSError, StateFailed) as exc:
+            # An OSError here is the marker's (git's own failures are GitErrors).
+            problem = str(exc) if isinstance(exc, GitError) else problem_of(self.writer.marker, exc)
+            self.error = f"status commits not written: {problem}"
+            log.error("%s", self.error)
+            return []
+        self.landed = True
+        if landed.problem is not None and landed.repaired:
+            log.warning(
+                "status commits written; the index was put back as HEAD has it after: %s",
+                landed.problem,
+            )
+        elif landed.problem is not None:
+            self.error = (
+                f"status commits written, but the index and working tree of {STATUS_DIR}/ "
+                f"are not as HEAD has them ({landed.problem}); the next tick puts them back"
+            )
+            log.error("%s", self.error)
+        return landed.commits
 
     def _remember(self, planned: list["_Planned"], tip: str) -> None:
         """Put the committed statuses in the parse cache under their blob ids (one

@@ -149,7 +149,10 @@ class RenderStore:
             if self._writer is None:
                 self._write(path, canonical)
             else:
-                self._writer.write(path, canonical)
+                try:
+                    self._writer.write(path, canonical)
+                except OSError as exc:  # a closed writer writes in the caller
+                    raise StateFailed(os_problem(path, exc)) from None
         self._verified.add(ref)
 
     def get(self, ref: str) -> bytes | None:
@@ -177,9 +180,17 @@ class RenderStore:
         return data
 
     def settle(self, ref: str) -> None:
-        """Make the blob of ``ref`` durable now if its write is still pending."""
-        if self._writer is not None:
-            self._writer.settle(self.path(ref))
+        """Make the blob of ``ref`` durable now if its write is still pending; StateFailed
+        (one line naming the blob and the operation) when it cannot be, or when its
+        background write failed: nothing may name a render that is not stored."""
+        if self._writer is None:
+            return
+        path = self.path(ref)
+        try:
+            self._writer.settle(path)
+        except OSError as exc:
+            self._verified.discard(ref)  # a later put writes it again
+            raise StateFailed(f"render not stored: {os_problem(path, exc)}") from None
 
     def has(self, ref: str) -> bool:
         """Whether a blob exists for ``ref`` (not verified: ``get`` verifies)."""
@@ -247,7 +258,7 @@ class RenderStore:
         try:
             atomic_write(path, data)
         except OSError as exc:
-            raise StateFailed(os_problem(path, exc)) from None
+            raise StateFailed(f"render not stored: {os_problem(path, exc)}") from None
 
 
 class InventoryStore:

@@ -74,7 +74,7 @@ from convoy_batch.models import Cluster, ObjectKey, ReleaseInventory, ReleaseSta
 from convoy_batch.ownership import Ownership
 from convoy_batch.render import Rendered
 from convoy_batch.source import SourceResolver
-from convoy_batch.statefiles import Writer
+from convoy_batch.statefiles import Writer, os_problem
 from convoy_batch.status_store import StatusStore
 from convoy_batch.store import InventoryStore, Locks, RenderStore, open_state
 
@@ -240,7 +240,8 @@ class Tick:
 
     def close(self) -> None:
         """Wait for the tick's writes, save what it learnt for the next one (parse caches)."""
-        self.stores.writer.close()
+        for path, exc in self.stores.writer.close():
+            log.warning("not stored (made again when needed): %s", os_problem(path, exc))
         for cache in self.caches.values():
             cache.save()
         self.stores.ticks.flush()

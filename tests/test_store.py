@@ -15,7 +15,7 @@ import pytest
 import convoy_batch
 from convoy_batch.hints import TickStore
 from convoy_batch.models import InventoryEntry, ObjectKey, ReleaseInventory, TickRecord
-from convoy_batch.statefiles import Writer
+from convoy_batch.statefiles import Writer, fsync_dir, os_problem
 from convoy_batch.store import (
     InventoryStore,
     LockBusy,
@@ -72,13 +72,44 @@ def test_background_writes_to_one_path_land_in_order_the_newest_last(tmp_path: P
     assert os.listdir(target.parent) == ["file.json"]
 
 
-def test_a_failed_background_write_is_raised_by_drain(tmp_path: Path) -> None:
+def test_a_failed_background_write_is_handed_back_by_drain_once(tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("not a folder")
     writer = Writer()
-    writer.write(tmp_path / "a-file" / "inventory.json", b"{}")
+    target = tmp_path / "a-file" / "inventory.json"
+    writer.write(target, b"{}")
+    ((path, exc),) = writer.drain()
+    assert path == target and isinstance(exc, OSError)
+    assert writer.drain() == []  # reported once
+    assert writer.pending(target) is None  # not served from memory as if it had landed
+
+
+def test_settle_raises_a_failure_a_background_thread_met(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    writer = Writer()
+    target = tmp_path / "a-file" / "render.json"
+    writer.write(target, b"{}")
     with pytest.raises(OSError):
-        writer.drain()
-    writer.drain()  # reported once
+        writer.settle(target)
+    assert writer.drain() == []  # settle reported it
+    writer.write(tmp_path / "fine.json", b"{}")
+    writer.settle(tmp_path / "fine.json")
+    assert (tmp_path / "fine.json").read_bytes() == b"{}"
+
+
+def test_a_folder_fsync_that_fails_is_a_failed_write_not_swallowed(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        fsync_dir(tmp_path / "gone")  # once swallowed with every other OSError
+    fsync_dir(tmp_path)  # a folder that can be synced
+
+
+def test_a_failed_atomic_write_names_the_file_and_the_operation(tmp_path: Path) -> None:
+    (tmp_path / "inventory").write_text("a file where a folder belongs")
+    target = tmp_path / "inventory" / "web.json"
+    with pytest.raises(OSError) as failed:
+        atomic_write(target, b"{}")
+    assert os_problem(target, failed.value) == (
+        f"{tmp_path / 'inventory'}: mkdir: a file where a folder belongs"
+    )
 
 
 def test_after_close_a_write_is_made_at_once(tmp_path: Path) -> None:

@@ -125,10 +125,10 @@ class Outbox:
             for entry in new:
                 writer.write(self.root / entry.file_name, _json(entry.dump()))
         finally:
-            try:
-                writer.close()  # every write landed (fsynced), or the first failure
-            except OSError as exc:
-                raise StateFailed(os_problem(self.root, exc)) from None
+            failed = writer.close()  # every write landed (fsynced), or these failed
+        if failed:
+            path, exc = failed[0]
+            raise StateFailed(os_problem(path, exc))
         return new
 
     def pending(self) -> list[Entry]:

@@ -16,8 +16,12 @@
  * When CRASH_SHIM_KIND names a kind and CRASH_SHIM_AT a number n, the n-th call of that
  * kind sends SIGKILL to its whole process group (kill(0, SIGKILL)) before the call is
  * made: the call never takes effect; calls that other threads or processes have in
- * flight at that moment finish, as with any SIGKILL. Without CRASH_SHIM_KIND every call
- * is counted and logged. Each logged call (every call, or only the one that crashed) is
+ * flight at that moment finish, as with any SIGKILL. With CRASH_SHIM_ERRNO set as well
+ * (a number, or ENOSPC, EIO, EDQUOT, EROFS, EACCES), the n-th call is not made and fails
+ * with that errno instead (-1, or NULL for fopen): a full or failing disk, not a crash;
+ * with CRASH_SHIM_STICKY=1 every call of the kind from the n-th on fails so (the disk
+ * stays full for the rest of the tick). Without CRASH_SHIM_KIND every call is counted
+ * and logged. Each logged call (every call, or only those that crashed or failed) is
  * one line appended to CRASH_SHIM_LOG:
  *
  *   <kind> <n> <pid> <tid> <process name> <call>(<path or fd's path>[, ...])
@@ -28,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -49,11 +54,27 @@ static const char *const kind_names[N_KINDS] = {"rename", "write",  "fsync",
 static volatile int64_t *counters;
 static int target_kind = -1;
 static int64_t target_n;
+static int fail_errno; /* 0: crash at the target; else fail it with this errno */
+static int sticky;     /* fail every call of the kind from the target on */
 static int log_fd = -1;
 static char comm[32] = "?";
 
 static int raw_open(const char *path, int flags, int mode) {
     return (int)syscall(SYS_openat, AT_FDCWD, path, flags | O_CLOEXEC, mode);
+}
+
+static int errno_named(const char *name) {
+    static const struct {
+        const char *name;
+        int value;
+    } known[] = {{"ENOSPC", ENOSPC}, {"EIO", EIO}, {"EDQUOT", EDQUOT},
+                 {"EROFS", EROFS},   {"EACCES", EACCES}};
+    if (name == NULL || *name == '\0')
+        return 0;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strcmp(name, known[i].name) == 0)
+            return known[i].value;
+    return (int)strtol(name, NULL, 10);
 }
 
 __attribute__((constructor)) static void crash_shim_init(void) {
@@ -74,6 +95,9 @@ __attribute__((constructor)) static void crash_shim_init(void) {
             if (strcmp(kind, kind_names[k]) == 0)
                 target_kind = k;
         target_n = strtoll(at, NULL, 10);
+        fail_errno = errno_named(getenv("CRASH_SHIM_ERRNO"));
+        const char *st = getenv("CRASH_SHIM_STICKY");
+        sticky = fail_errno != 0 && st != NULL && strcmp(st, "1") == 0;
     }
     const char *log = getenv("CRASH_SHIM_LOG");
     if (log != NULL && *log != '\0')
@@ -131,22 +155,28 @@ static void emit(int kind, int64_t n, const char *call, const char *detail) {
         syscall(SYS_write, log_fd, line, (size_t)len);
 }
 
-/* Count one call; log it; crash when it is the chosen one. ``describe`` fills the
- * detail only when it is logged. */
-#define EVENT(kind, call, ...)                                                           \
+/* Count one call; log it; crash when it is the chosen one, or (CRASH_SHIM_ERRNO) return
+ * ``failed`` from the calling function with that errno, the real call never made. The
+ * detail is formatted only when it is logged. */
+#define EVENT_OR(failed, kind, call, ...)                                                \
     do {                                                                                 \
         if (counters != NULL) {                                                          \
             int64_t n_ = __atomic_add_fetch(&counters[kind], 1, __ATOMIC_SEQ_CST);       \
-            int hit_ = (kind) == target_kind && n_ == target_n;                          \
+            int hit_ = (kind) == target_kind && (sticky ? n_ >= target_n : n_ == target_n); \
             if (hit_ || (target_kind < 0 && log_fd >= 0)) {                              \
                 char detail_[2048];                                                      \
                 snprintf(detail_, sizeof detail_, __VA_ARGS__);                          \
                 emit(kind, n_, call, detail_);                                           \
             }                                                                            \
+            if (hit_ && fail_errno != 0) {                                               \
+                errno = fail_errno;                                                      \
+                return failed;                                                           \
+            }                                                                            \
             if (hit_)                                                                    \
                 crash();                                                                 \
         }                                                                                \
     } while (0)
+#define EVENT(kind, call, ...) EVENT_OR(-1, kind, call, __VA_ARGS__)
 
 static void crash(void) {
     syscall(SYS_kill, 0, SIGKILL);
@@ -354,13 +384,13 @@ static int creates(const char *mode) {
 
 FILE *fopen(const char *path, const char *mode) {
     if (creates(mode))
-        EVENT(K_CREATE, "fopen", "%s, \"%s\"", path, mode);
+        EVENT_OR(NULL, K_CREATE, "fopen", "%s, \"%s\"", path, mode);
     return REAL(fopen)(path, mode);
 }
 
 FILE *fopen64(const char *path, const char *mode) {
     if (creates(mode))
-        EVENT(K_CREATE, "fopen64", "%s, \"%s\"", path, mode);
+        EVENT_OR(NULL, K_CREATE, "fopen64", "%s, \"%s\"", path, mode);
     return REAL(fopen64)(path, mode);
 }
 

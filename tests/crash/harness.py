@@ -6,7 +6,8 @@ The injector is ``crashshim.c`` (next to this file), compiled once per test sess
 the system's C compiler and loaded with ``LD_PRELOAD``; its header says what it counts.
 Calls are numbered per kind across every process and thread of the tick, so a crash
 point is (kind, n): the n-th call of that kind, killed (SIGKILL of the whole process
-group) before the call takes effect.
+group) before the call takes effect, or, with a :class:`Fault`, failed with an errno
+instead (``test_fault_points.py``).
 
 Only relative paths and the test's own temporary folders are used; the tick process
 runs this checkout's code (``PYTHONPATH`` is the folder above ``tests``).
@@ -132,11 +133,32 @@ def finish_tick(proc: subprocess.Popen[bytes], timeout: float = 180) -> tuple[st
     return out.decode(errors="replace"), err.decode(errors="replace")
 
 
+@dataclass(frozen=True)
+class Fault:
+    """What the injector does at its point instead of a crash: the call fails with
+    ``errno`` (a name the injector knows: ENOSPC, EIO, ...), once or, ``sticky``, for
+    every call of the kind from there on (a disk that stays full)."""
+
+    errno: str
+    sticky: bool = False
+
+    def env(self) -> dict[str, str]:
+        return {"CRASH_SHIM_ERRNO": self.errno, "CRASH_SHIM_STICKY": "1" if self.sticky else "0"}
+
+    def __str__(self) -> str:
+        return f"{self.errno}{' from there on' if self.sticky else ''}"
+
+
 def shim_env(
-    folder: Path, shim: Path, kind: str | None = None, n: int | None = None
+    folder: Path,
+    shim: Path,
+    kind: str | None = None,
+    n: int | None = None,
+    fault: Fault | None = None,
 ) -> dict[str, str]:
     """The environment that loads the injector, its counters and log in ``folder``:
-    recording every call without ``kind``, else crashing at the ``n``-th call of ``kind``."""
+    recording every call without ``kind``, else crashing at the ``n``-th call of ``kind``
+    (or, with ``fault``, making it fail)."""
     (folder / "shim-counters").write_bytes(bytes(4096))
     (folder / "shim-log").unlink(missing_ok=True)
     preload = " ".join(filter(None, [str(shim), os.environ.get("LD_PRELOAD", "")]))
@@ -147,6 +169,7 @@ def shim_env(
     }
     if kind is not None:
         env.update(CRASH_SHIM_KIND=kind, CRASH_SHIM_AT=str(n))
+        env.update(fault.env() if fault is not None else {})
     return env
 
 
@@ -166,9 +189,10 @@ def run_tick(
     shim: Path | None = None,
     kind: str | None = None,
     n: int | None = None,
+    fault: Fault | None = None,
 ) -> TickRun:
     """A tick (``start_tick``) to its end, with the injector when ``shim`` is given."""
-    extra = shim_env(case, shim, kind, n) if shim is not None else {}
+    extra = shim_env(case, shim, kind, n, fault) if shim is not None else {}
     start = time.monotonic()
     proc = start_tick(case, minutes, extra)
     out, err = finish_tick(proc)
