@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tick import T0, build_repo, measure  # bench/tick.py, next to this script
 
 from convoy_batch.assets import ConvoyResource, tick_job, tick_run_config
-from convoy_batch.runner import run_tick
+from convoy_batch.ticks.runner import run_tick
 from convoy_batch.timefmt import format_time
 from tests import pg
 

@@ -32,8 +32,8 @@ from pathlib import Path
 from k8s_tick import NAMESPACE, control_plane, settle  # bench/k8s_tick.py, next to this script
 from tick import T0, build_repo, measure
 
-from convoy_batch.runner import run_tick
-from convoy_batch.shards import run_sharded
+from convoy_batch.ticks.runner import run_tick
+from convoy_batch.ticks.shards import run_sharded
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tick import T0, build_repo, measure, parse_floor  # bench/tick.py, next to this script
 
-from convoy_batch.runner import run_tick
+from convoy_batch.ticks.runner import run_tick
 
 SIMULATE = "simulate: {readyAfter: 30s}"
 RULES = """[
@@ -56,10 +56,10 @@ def observer_cost(repo: Path, state: Path, rounds: int = 3) -> Callable[[], obje
     memo as a quiet tick does (the ticks before filled it)."""
 
     def run() -> str:
-        from convoy_batch.health_rules import rules_for
-        from convoy_batch.observer import assess
-        from convoy_batch.stages.render import resolve_cluster
-        from convoy_batch.tick import Tick
+        from convoy_batch.engine.stages.render import resolve_cluster
+        from convoy_batch.engine.tick import Tick
+        from convoy_batch.health.cel import rules_for
+        from convoy_batch.health.observer import assess
 
         tick_ = Tick.open(repo, state, T0 + timedelta(minutes=5))
         work = []

@@ -40,7 +40,7 @@ from pathlib import Path
 from tick import app_files, build_repo  # bench/tick.py, next to this script
 
 from convoy_batch.deployers import kubeapi
-from convoy_batch.runner import run_tick
+from convoy_batch.ticks.runner import run_tick
 from convoy_batch.timefmt import parse_time
 
 T0 = parse_time("2026-11-29T12:00:00Z")

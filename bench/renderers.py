@@ -20,11 +20,11 @@ from pathlib import Path
 import yaml
 from tick import T0, app_files, build_repo, measure  # bench/tick.py, next to this script
 
-from convoy_batch.gitops import GitOpsRepo
 from convoy_batch.models import Cluster, Release, parse_model
 from convoy_batch.renderers import render_release
-from convoy_batch.runner import run_tick
-from convoy_batch.source import SourceResolver
+from convoy_batch.repo.gitops import GitOpsRepo
+from convoy_batch.repo.source import SourceResolver
+from convoy_batch.ticks.runner import run_tick
 
 KUSTOMIZATION = "resources: [" + ", ".join(sorted(app_files())) + "]\n"
 # kustomize reads the files as YAML before ${} is substituted: quote those scalars.

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from convoy_batch.runner import run_tick
+from convoy_batch.ticks.runner import run_tick
 from convoy_batch.timefmt import parse_time
 
 T0 = parse_time("2026-11-29T12:00:00Z")

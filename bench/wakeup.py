@@ -58,7 +58,7 @@ from tick import build_repo  # bench/tick.py, next to this script
 from convoy_batch.definitions import WAKEUP_INTERVAL_SECONDS
 from convoy_batch.deployers.directory import DirectoryDeployer, dump, load
 from convoy_batch.models import ObjectKey
-from convoy_batch.store import Locks
+from convoy_batch.state.locks import Locks
 from tests.test_dagster_dev import free_port, get, stop_group
 
 PROJECT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,5 @@
-"""The Dagster layer's assets and jobs: a thin shell over :func:`convoy_batch.runner.run_tick`.
+"""The Dagster layer's assets and jobs: a thin shell over
+:func:`~convoy_batch.ticks.runner.run_tick`.
 
 - ``release`` (one dynamic partition per Release): materializing a partition by hand (the
   UI's "Materialize", ``dagster asset materialize --partition NAME``, a backfill) is a
@@ -9,7 +10,7 @@
   and the commit as metadata: a Release's events read like ``git log --
   status/<name>.yaml``. Releases nothing happened to get one summary line, no event.
 - ``release``'s asset check ``state`` (one result per partition): each materialization is
-  followed by the Release's state at a glance (:mod:`convoy_batch.glance`): passed,
+  followed by the Release's state at a glance (:mod:`convoy_batch.rollout.glance`): passed,
   failed (ERROR severity), or pending (a WARN result that judges no materialization, so
   Dagster counts the partition as neither passed nor failed).
 - A run in which a Release errored, rolled back or failed, or whose status commits were
@@ -31,11 +32,11 @@ from typing import Any
 
 import dagster as dg
 
-from convoy_batch.glance import Glance, alarm, glance, headline
-from convoy_batch.reconcile import Handled
-from convoy_batch.runner import TickReport, run_tick
-from convoy_batch.shards import run_sharded
-from convoy_batch.tick import default_state_dir
+from convoy_batch.engine.handler import Handled
+from convoy_batch.engine.tick import default_state_dir
+from convoy_batch.rollout.glance import Glance, alarm, glance, headline
+from convoy_batch.ticks.runner import TickReport, run_tick
+from convoy_batch.ticks.shards import run_sharded
 from convoy_batch.timefmt import parse_time
 
 PARTITIONS = "releases"
@@ -95,7 +96,7 @@ class ConvoyResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         jobs: int = 1,
     ) -> TickReport:
         """One tick; with ``jobs`` over 1, sharded by Cluster over that many worker
-        processes (:func:`convoy_batch.shards.run_sharded`, as ``reconcile --jobs``)."""
+        processes (:func:`convoy_batch.ticks.shards.run_sharded`, as ``reconcile --jobs``)."""
         repo, state, now = self.repo_path(), self.state_dir(), self.clock()
         if jobs > 1:
             return run_sharded(

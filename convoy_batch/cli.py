@@ -18,16 +18,16 @@ from typing import Any
 
 import yaml
 
-from convoy_batch import diff_report, history
-from convoy_batch.diff import diff_releases
+from convoy_batch.engine.handler import describe
+from convoy_batch.engine.tick import Tick, default_state_dir
 from convoy_batch.errors import ConvoyError, StateFailed, UsageError
-from convoy_batch.inspect import plan_release, status_rows
-from convoy_batch.reconcile import describe
-from convoy_batch.runner import TickReport, observe_release, run_tick, select
-from convoy_batch.shards import run_sharded
-from convoy_batch.statefiles import os_problem
-from convoy_batch.tick import Tick, default_state_dir
+from convoy_batch.state.files import os_problem
+from convoy_batch.ticks.runner import TickReport, observe_release, run_tick, select
+from convoy_batch.ticks.shards import run_sharded
 from convoy_batch.timefmt import parse_time
+from convoy_batch.views import diff_report, history
+from convoy_batch.views.diff import diff_releases
+from convoy_batch.views.inspect import plan_release, status_rows
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 

@@ -31,7 +31,7 @@ from convoy_batch.assets import (
     tick_job,
     tick_run_config,
 )
-from convoy_batch.wakeups import release_names, wake_keys, woken, woken_tag
+from convoy_batch.ticks.wakeups import release_names, wake_keys, woken, woken_tag
 
 # Dagster 1.13 re-creates a sensor that targets a job when it resolves the definitions
 # (SensorDefinition.with_updated_jobs passes ``owners``) and warns that the parameter is

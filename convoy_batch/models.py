@@ -190,7 +190,7 @@ class FailurePolicy(Model):
 
 class HealthCheck(Model):
     """A health rule in CEL for one kind (Flux's ``healthCheckExprs`` entry): expressions
-    over the live object, evaluated by :mod:`convoy_batch.health_rules`. Only the group of
+    over the live object, evaluated by :mod:`convoy_batch.health.cel`. Only the group of
     ``apiVersion`` counts: the rule holds for every version of the kind."""
 
     api_version: str

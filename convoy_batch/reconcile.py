@@ -1,50 +1,68 @@
-"""``reconcile`` (SPEC 4) and ``sync_handler`` (SPEC 10) for one Release.
+"""One Release's reconcile in a tick (SPEC 4), told in one place.
 
-The five steps read as the seed's: ``stage_render``, plan, ``apply_last_healthy``,
-``stage_gates``, ``stage_sync``, split at the point where deciding ends: ``decide``
-changes nothing (the ``plan`` command calls it alone), ``act`` carries the decision out.
-Typed errors from the I/O edges become outcome reasons here, in one place. The new
-status is assembled in ``sync_handler`` only.
+:func:`handle_release` is what the tick calls, under the Release's lock: a write-ahead
+record a killed tick left is completed first (:func:`complete_intent`), then
+:func:`reconcile`, then the inventory, the status commit (``engine.handler.sync_handler``)
+and the tick record. ``reconcile`` reads as the seed's five steps (``stage_render``, plan,
+``apply_last_healthy``, ``stage_gates``, ``stage_sync``), split where deciding ends:
+:func:`decide` changes nothing (the ``plan`` command calls it alone), :func:`act` carries
+the decision out, its write-ahead record written right before the cluster changes. Typed
+errors of the I/O edges become outcomes through ``engine.stages.outcome.failed``.
+
+Does I/O through the tick's stores and deployers.
 """
 
 import logging
-from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from convoy_batch.deployers.base import Deployer
-from convoy_batch.errors import ConvoyError, InvalidRelease
+from convoy_batch.engine.handler import (
+    Handled,
+    commit_status,
+    next_status,
+    sync_handler,
+)
+from convoy_batch.engine.stages.act import BeforeChange, carry_out, no_record
+from convoy_batch.engine.stages.gates import stage_gates
+from convoy_batch.engine.stages.last_healthy import expected_rollback, roll_back
+from convoy_batch.engine.stages.outcome import failed
+from convoy_batch.engine.stages.render import stage_render
+from convoy_batch.engine.stages.sync import decide_sync, persist, stage_sync
+from convoy_batch.engine.tick import Tick
+from convoy_batch.errors import (
+    ClusterNotFound,
+    ConvoyError,
+    InvalidRelease,
+    PruneFailed,
+    RenderFailed,
+    StateFailed,
+)
+from convoy_batch.health.observer import unknown_health
 from convoy_batch.models import (
     ANNOTATION_FORCE_SYNC,
     Release,
     ReleaseInventory,
     ReleaseStatus,
+    TickRecord,
 )
-from convoy_batch.observer import unknown_health
-from convoy_batch.render import Render
+from convoy_batch.reasons import Reason
+from convoy_batch.renderers.pipeline import Render, load_render
+from convoy_batch.repo.gitops import ReleaseEntry
 from convoy_batch.rollout import (
     Action,
     Outcome,
     Plan,
     RenderId,
     RollBack,
-    Verdict,
-    assemble_status,
     commit_message,
     pinned_plan,
     plan_rollout,
-    render_verdict,
 )
-from convoy_batch.rollout.status import NO_VALUE, short_ref, state_of
+from convoy_batch.rollout.due import health_snapshot
 from convoy_batch.rollout.step import Step
-from convoy_batch.stages.act import BeforeChange, no_record
-from convoy_batch.stages.gates import stage_gates
-from convoy_batch.stages.last_healthy import expected_rollback, roll_back
-from convoy_batch.stages.outcome import failed
-from convoy_batch.stages.render import stage_render
-from convoy_batch.stages.sync import decide_sync, persist, stage_sync
-from convoy_batch.tick import Tick
-from convoy_batch.timefmt import format_time, parse_time
+from convoy_batch.state.intents import Intent
+from convoy_batch.timefmt import parse_time
 
 log = logging.getLogger("convoy_batch")
 
@@ -184,116 +202,125 @@ def reconcile(
     return act(tick, release, status, inventory, decision, before_change)
 
 
-@dataclass(frozen=True)
-class Committed:
-    """A status commit once its batch is written: what its Future gives, as plain data
-    (a report that crosses a process boundary)."""
-
-    sha: str | None
-
-    def result(self) -> str | None:
-        return self.sha
-
-
-@dataclass(frozen=True)
-class Handled:
-    """What ``sync_handler`` did with one outcome."""
-
-    name: str
-    outcome: Outcome
-    status: ReleaseStatus
-    committed: "Future[str | None] | Committed | None"
-    """The status commit, made in the background during a tick."""
-    prior: ReleaseStatus = field(default_factory=ReleaseStatus)
-    """The status before this reconcile."""
-
-    @property
-    def changed(self) -> bool:
-        """The status changed (and is committed): a transition, an apply, a new error."""
-        return self.committed is not None
-
-    @property
-    def commit(self) -> str | None:
-        """The status commit's SHA (waits for it); None when nothing changed."""
-        return self.committed.result() if self.committed is not None else None
-
-    def settled(self) -> "Handled":
-        """This outcome with its commit known (waits for it): plain data, picklable."""
-        if self.committed is None or isinstance(self.committed, Committed):
-            return self
-        return replace(self, committed=Committed(self.committed.result()))
+def source_revision(tick: Tick, entry: ReleaseEntry) -> str | None:
+    """The revision of the Release's source as the repository shows it now (None: it
+    cannot be read, which the reconcile reports)."""
+    if entry.release is None:
+        return None
+    try:
+        return tick.sources.listing(entry.release).revision
+    except ConvoyError:
+        return None
 
 
-def attempt_healthy(
-    release: Release | None,
-    status: ReleaseStatus,
-    outcome: Outcome,
-    inv: ReleaseInventory,
-    now: datetime,
-) -> bool:
-    if release is None or outcome.render is None:
-        return False
-    result = render_verdict(release.spec, status, outcome.render.ref, inv.entries, now)
-    return result.verdict == Verdict.HEALTHY
+def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
+    """Reconcile one Release and hand the outcome to ``sync_handler``; a write-ahead
+    record left by a killed tick is completed first."""
+    release = entry.release
+    if release is None:
+        outcome = failed(InvalidRelease(entry.error or "invalid"))
+        empty = ReleaseInventory(release=entry.name)
+        return sync_handler(tick, entry.name, None, outcome, empty, None)
+    try:
+        intent = tick.stores.intents.load(release.name)
+        if intent is not None:
+            complete_intent(tick, release, intent)
+        status = tick.status(release.name)
+        inventory = tick.inventory(release.name)
+        force_at = pending_force_sync(tick, release, status)
+    except (InvalidRelease, StateFailed) as exc:
+        outcome = failed(exc)
+        empty = ReleaseInventory(release=release.name)
+        return sync_handler(tick, release.name, release, outcome, empty, None)
 
+    def write_ahead(step: Step, expected: Outcome, expected_inventory: ReleaseInventory) -> None:
+        decided = next_status(tick, release.name, release, expected, expected_inventory, force_at)
+        if decided != status:  # a decision a crash could lose
+            message = commit_message(release.name, status, decided)
+            tick.stores.intents.save(
+                Intent(
+                    release=release.name,
+                    cluster=release.spec.cluster,
+                    step=step,
+                    status=decided,
+                    message=message,
+                )
+            )
 
-def next_status(
-    tick: Tick,
-    name: str,
-    release: Release | None,
-    outcome: Outcome,
-    inventory: ReleaseInventory,
-    force_at: datetime | None,
-) -> ReleaseStatus:
-    """The status that ``outcome`` gives (SPEC 10), from the Release's current one."""
-    prior = tick.status(name)
-    return assemble_status(
-        prior,
-        outcome,
-        failure_policy_set=release is None or release.spec.failure_policy is not None,
-        attempt_healthy=attempt_healthy(release, prior, outcome, inventory, tick.now),
-        force_sync_at=force_at,
-        now=tick.now,
+    outcome, new_inventory = reconcile(
+        tick, release, status, inventory, force_at is not None, write_ahead
     )
+    tick.note_inventory(new_inventory)
+    try:
+        settle_render(tick, release.name)
+        tick.save_inventory(release.name)
+    except StateFailed as exc:
+        outcome = failed(
+            exc, rollout=outcome.rollout, render=outcome.render, applied=outcome.applied
+        )
+    handled = sync_handler(tick, release.name, release, outcome, new_inventory, force_at)
+    rendered = tick.rendered.get(release.name)
+    tick.stores.ticks.save(
+        release.name,
+        TickRecord(
+            last_reconcile_at=tick.now,
+            release_blob=entry.blob,
+            # What the repository shows now: after a rollback the outcome's render is the
+            # last healthy one, whose older revision would look like a change every tick.
+            source_revision=source_revision(tick, entry),
+            health=health_snapshot(new_inventory),
+            render_key=rendered.key if rendered else None,
+            render_ref=rendered.render.ref if rendered else None,
+        ),
+    )
+    return handled
 
 
-def sync_handler(
-    tick: Tick,
-    name: str,
-    release: Release | None,
-    outcome: Outcome,
-    inventory: ReleaseInventory,
-    force_at: datetime | None,
-) -> Handled:
-    """Assemble the new status (SPEC 10) and commit it when it changed."""
-    status = next_status(tick, name, release, outcome, inventory, force_at)
-    if outcome.is_error:
-        log.error("%s: %s: %s", name, outcome.reason, outcome.message)
-    return commit_status(tick, name, outcome, status, None)
+def settle_render(tick: Tick, name: str) -> None:
+    """The render this tick made for ``name`` is durable before its status names it
+    (its write may still be in the background when no step changed the cluster);
+    StateFailed when it cannot be stored."""
+    rendered = tick.rendered.get(name)
+    if rendered is not None:
+        tick.stores.renders.settle(rendered.render.ref)
 
 
-def commit_status(
-    tick: Tick, name: str, outcome: Outcome, status: ReleaseStatus, message: str | None
-) -> Handled:
-    """Commit ``status`` when it differs from the Release's current one (``message``:
-    the commit message, else the one SPEC 10 gives)."""
-    prior = tick.status(name)
-    commit = None
-    if status != prior:
-        message = message or commit_message(name, prior, status)
-        commit = tick.status_store.commit_later(name, status, message)
-        tick.statuses[name] = status
-    return Handled(name=name, outcome=outcome, status=status, committed=commit, prior=prior)
-
-
-def describe(handled: Handled) -> str:
-    """One line a person reads: name, state, reason, render, since."""
-    status, outcome = handled.status, handled.outcome
-    rollout = status.rollout
-    ref = short_ref(outcome.render.ref if outcome.render else None)
-    since = format_time(rollout.started_at) if rollout is not None else NO_VALUE
-    state = state_of(status)
-    line = f"{handled.name}: {state} {outcome.reason} render={ref} since={since}"
-    # Nothing written this tick: say so, not what the sync that applied R once did.
-    message = "in sync" if outcome.written == 0 else outcome.message
-    return f"{line} ({message})" if message else line
+def complete_intent(tick: Tick, release: Release, intent: Intent) -> None:
+    """Finish what a killed tick decided: its step again, then its recorded status. When
+    the step fails now, the status records the failure with the decided rollout, so the
+    decision itself is never lost (the next tick plans from it)."""
+    name = release.name
+    if tick.status(name) == intent.status:
+        return  # its commit landed; only the record was left
+    step = intent.step
+    inventory = tick.inventory(name)
+    failure: ConvoyError | None
+    try:
+        cluster = tick.snapshot.clusters.get(intent.cluster)
+        if cluster is None:
+            raise ClusterNotFound(f"clusters/{intent.cluster}.yaml: no such Cluster")
+        blob = tick.stores.renders.get(step.render_ref)
+        if blob is None:
+            raise RenderFailed(f"render store has no valid blob for {step.render_ref}")
+        render = load_render(blob, name, step.revision)
+        deployer = tick.deployer(cluster)
+        record, claimants = tick.recorder(name), tick.claimants(name)
+        acted = carry_out(deployer, inventory, render, step, record, claimants)
+    except ConvoyError as exc:
+        failure = exc
+    else:
+        tick.note_inventory(acted.inventory)
+        tick.save_inventory(name)
+        failure = PruneFailed(acted.errors[0]) if acted.errors else None
+        if acted.failure is not None:
+            failure = acted.failure
+    log.warning("%s: completing the decision of a killed tick (%s)", name, intent.message)
+    if failure is None:
+        attempt = intent.status.last_attempted
+        reason = Reason(attempt.reason) if attempt else Reason.SYNCED
+        done = Outcome(intent.status.rollout, True, reason)
+        commit_status(tick, name, done, intent.status, intent.message)
+        return
+    rid = RenderId(ref=step.render_ref, revision=step.revision)
+    outcome = failed(failure, rollout=intent.status.rollout, render=rid)
+    sync_handler(tick, name, release, outcome, tick.inventory(name), None)

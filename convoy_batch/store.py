@@ -1,6 +1,7 @@
-"""Machine-local state under the state directory (SPEC 2): renders, inventories, locks.
+"""Machine-local state under the state directory (SPEC 2): the render store and the
+inventories; the locks are :mod:`convoy_batch.state.locks`.
 
-Does file I/O (through :mod:`convoy_batch.statefiles`). Every write is atomic (temp file
+Does file I/O (through :mod:`convoy_batch.state.files`). Every write is atomic (temp file
 in the same folder, fsync, rename, fsync of the folder), files 0600; renders (content
 addressed, never rewritten with other content) are written so by a :class:`Writer` in
 the background during a tick, which waits for them before it ends. Paths are built only
@@ -12,11 +13,10 @@ What cannot be read is reported in one line naming the path: a bad render blob (
 content, a folder, unreadable) is a warning and absent, never applied; tick records and
 parse caches are hints (a warning, then ignored); an inventory or render folder that
 cannot be used is :class:`StateFailed`, an error of the Release that needs it. Tick
-records and parse caches: :mod:`convoy_batch.hints`.
+records and parse caches: :mod:`convoy_batch.state.caches`.
 """
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -28,14 +28,12 @@ from pathlib import Path
 
 from convoy_batch.errors import StateFailed, UsageError
 from convoy_batch.models import ReleaseInventory, parse_model
-from convoy_batch.names import is_label
-from convoy_batch.statefiles import (
-    DIR_MODE,
-    FILE_MODE,
+from convoy_batch.state.files import (
     Writer,
     atomic_write,
+    check_release_name,
+    describe,
     folder_problem,
-    open_inside,
     open_state_dir,
     os_problem,
     read_file,
@@ -47,9 +45,6 @@ log = logging.getLogger("convoy_batch")
 
 _REF = re.compile(r"^sha256:([0-9a-f]{64})$")
 _BLOB_FILE = re.compile(r"^([0-9a-f]{64})\.json$")
-# Ticks, locks and status files also exist for Releases whose file is invalid, named
-# after the file (SPEC 10): any plain file name, but never a path or a dot file.
-_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
 
 
 def ref_hex(ref: str) -> str:
@@ -58,20 +53,6 @@ def ref_hex(ref: str) -> str:
     if match is None:
         raise ValueError(f"not a renderRef (sha256:<64 hex digits>): {ref!r}")
     return match.group(1)
-
-
-def check_release_name(name: str) -> str:
-    """A Release name as stored: a DNS-1123 label; ValueError otherwise."""
-    if not isinstance(name, str) or not is_label(name):
-        raise ValueError(f"not a Release name (DNS-1123 label): {name!r}")
-    return name
-
-
-def check_file_name(name: str) -> str:
-    """A name usable as one file name in a store folder (no separators, no dot files)."""
-    if not isinstance(name, str) or not _FILE_NAME.match(name):
-        raise ValueError(f"not a usable Release or file name: {name!r}")
-    return name
 
 
 STORE_FOLDERS = ("locks", "renders", "inventory", "cache", "intents", "outbox")
@@ -100,12 +81,6 @@ def open_state(state_dir: Path) -> None:
     for name, problem in problems.items():
         if problem is None:
             remove_leftovers(state_dir / name, now)
-
-
-def describe(path: Path, exc: Exception) -> str:
-    """One line naming the file: parse_model's messages already start with it."""
-    text = " ".join(str(exc).split())
-    return text if text.startswith(str(path)) else f"{path}: {text}"
 
 
 class RenderStore:
@@ -342,98 +317,3 @@ def _valid_entries(inventory: ReleaseInventory, path: Path) -> ReleaseInventory:
     if len(kept) == len(inventory.entries):
         return inventory
     return ReleaseInventory(release=inventory.release, entries=tuple(kept))
-
-
-class LockBusy(Exception):
-    """Another process holds the lock."""
-
-
-class Locks:
-    """``<state>/locks/``: every cross-process file lock of convoy-batch, one per Release,
-    one for shared state files, one for the repo, one for a tick on a clone of the
-    remote, one for the outbox, one per source cache. A lock file that cannot be opened
-    is StateFailed (one line)."""
-
-    def __init__(self, state_dir: Path) -> None:
-        self.root = Path(state_dir) / "locks"
-        self._state = real_root(state_dir)
-
-    @contextlib.contextmanager
-    def release(self, name: str, timeout: float = 0) -> Iterator[None]:
-        """Hold the lock of Release ``name``; LockBusy when it stays held for ``timeout``."""
-        with self._hold(f"release-{check_file_name(name)}.lock", timeout):
-            yield
-
-    @contextlib.contextmanager
-    def state(self, timeout: float = 60) -> Iterator[None]:
-        """Hold the lock of shared files in the state directory (tick records)."""
-        with self._hold("state.lock", timeout):
-            yield
-
-    @contextlib.contextmanager
-    def repo(self, timeout: float = 60) -> Iterator[None]:
-        """Hold the lock that serialises commits and pushes to the GitOps repository."""
-        with self._hold("repo.lock", timeout):
-            yield
-
-    @contextlib.contextmanager
-    def remote(self, timeout: float = 60) -> Iterator[None]:
-        """Hold the lock of a tick that works from a clone of the remote, from its fetch
-        to its push (:mod:`convoy_batch.clone`): such ticks take turns."""
-        with self._hold("remote.lock", timeout):
-            yield
-
-    @contextlib.contextmanager
-    def outbox(self, timeout: float = 0) -> Iterator[None]:
-        """Hold the lock of the notification outbox (one process fills and sends it)."""
-        with self._hold("outbox.lock", timeout):
-            yield
-
-    @contextlib.contextmanager
-    def source(self, name: str, timeout: float) -> Iterator[None]:
-        """Hold the lock of the source cache ``<state>/sources/<name>`` (one fetch at a
-        time into a cached clone)."""
-        with self._hold(f"source-{check_file_name(name)}.lock", timeout):
-            yield
-
-    @contextlib.contextmanager
-    def _hold(self, file_name: str, timeout: float) -> Iterator[None]:
-        # flock(2) straight from the stdlib: filelock costs ~0.35 ms a lock, which is a
-        # whole parse baseline over a tick of 1000 Releases.
-        path = self.root / file_name
-        fd = self._open(path)
-        try:
-            _flock(fd, path, timeout)
-            try:
-                yield
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
-
-    def _open(self, path: Path) -> int:
-        flags = os.O_RDWR | os.O_CREAT
-        try:
-            try:
-                fd = open_inside(path, flags, self._state)
-            except FileNotFoundError:  # the first lock of this state directory
-                self.root.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-                fd = open_inside(path, flags, self._state)
-        except OSError as exc:
-            raise StateFailed(os_problem(path, exc)) from None
-        if os.fstat(fd).st_mode & 0o077:  # made by an older version, 0644
-            os.fchmod(fd, FILE_MODE)
-        return fd
-
-
-def _flock(fd: int, path: Path, timeout: float) -> None:
-    """Take an exclusive lock, retrying until ``timeout``; LockBusy when it stays held."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                raise LockBusy(f"{path}: held by another process") from None
-            time.sleep(0.05)

@@ -22,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-from convoy_batch.store import Locks
+from convoy_batch.state.locks import Locks
 
 PROJECT = Path(__file__).resolve().parent.parent
 EXAMPLE = PROJECT / "releases"

@@ -20,8 +20,8 @@ from typing import Any
 
 import dagster as dg
 
-from convoy_batch import runner
 from convoy_batch.assets import ConvoyResource, tick_job, tick_run_config
+from convoy_batch.ticks import runner
 
 TAGS = {
     "schedule": {"dagster/schedule_name": "convoy_tick"},

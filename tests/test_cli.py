@@ -31,7 +31,7 @@ def test_status_as_json_is_for_scripts(scenario: Scenario) -> None:
 
 def test_status_as_json_carries_what_the_dagster_ui_shows(scenario: Scenario) -> None:
     from convoy_batch.assets import outcome_metadata
-    from convoy_batch.runner import run_tick
+    from convoy_batch.ticks.runner import run_tick
     from tests.scenario import T0
 
     scenario.app()

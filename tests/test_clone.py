@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from convoy_batch import clone
 from convoy_batch.cli import main
-from convoy_batch.store import Locks
+from convoy_batch.repo import clone
+from convoy_batch.state.locks import Locks
+from convoy_batch.ticks.wakeups import release_names, wake_keys
 from convoy_batch.timefmt import format_time
-from convoy_batch.wakeups import release_names, wake_keys
 from tests.scenario import PROJECT, T0, Result, Scenario
 
 

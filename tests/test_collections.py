@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from convoy_batch.runner import GC_THRESHOLD, run_tick
-from convoy_batch.tick import make_deployer
+from convoy_batch.engine.tick import make_deployer
+from convoy_batch.ticks.runner import GC_THRESHOLD, run_tick
 from tests.scenario import T0, Scenario
 
 

@@ -19,8 +19,6 @@ import git
 import pytest
 import yaml
 
-from convoy_batch import runner
-from convoy_batch import wakeups as wakeup_keys
 from convoy_batch.assets import (
     RELEASE_KEY,
     ConvoyResource,
@@ -39,7 +37,9 @@ from convoy_batch.definitions import (
 )
 from convoy_batch.deployers.directory import DirectoryDeployer
 from convoy_batch.models import ObjectKey
-from convoy_batch.runner import run_tick
+from convoy_batch.ticks import runner
+from convoy_batch.ticks import wakeups as wakeup_keys
+from convoy_batch.ticks.runner import run_tick
 from convoy_batch.timefmt import format_time
 from tests.gitfixtures import commit_files, make_repo, remove_files
 from tests.scenario import CLUSTER, DEPLOYMENT, PROJECT, T0, release_yaml

@@ -23,9 +23,10 @@ import dagster as dg
 import pytest
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage
 
-from convoy_batch import assets, shards
+from convoy_batch import assets
 from convoy_batch.assets import RELEASE_KEY, ConvoyResource, tick_job, tick_run_config
-from convoy_batch.runner import TickReport
+from convoy_batch.ticks import shards
+from convoy_batch.ticks.runner import TickReport
 from convoy_batch.timefmt import format_time
 from tests.pg import PgServer
 from tests.scenario import DEPLOYMENT, FAILURE_POLICY, PROJECT, T0, Scenario, release_yaml

@@ -27,12 +27,12 @@ from pathlib import Path
 import pytest
 
 from convoy_batch.deployers.base import Deployer
-from convoy_batch.hints import ParseCache
+from convoy_batch.engine.tick import make_deployer
 from convoy_batch.models import Cluster, ObjectKey
 from convoy_batch.reasons import ERROR_REASONS
-from convoy_batch.runner import TickReport, run_tick
+from convoy_batch.state.caches import ParseCache
 from convoy_batch.store import InventoryStore, RenderStore
-from convoy_batch.tick import make_deployer
+from convoy_batch.ticks.runner import TickReport, run_tick
 from convoy_batch.timefmt import format_time
 from tests.fakes import FailingDeployer
 from tests.scenario import T0, Result, Scenario, release_yaml

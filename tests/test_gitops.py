@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from convoy_batch.errors import UsageError
-from convoy_batch.gitops import GitOpsRepo
+from convoy_batch.repo.gitops import GitOpsRepo
 from tests.gitfixtures import commit_files, commit_symlink, make_repo, write_files
 
 

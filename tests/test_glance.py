@@ -3,9 +3,9 @@ alarms: one case per rollout state and outcome reason that matters."""
 
 import pytest
 
-from convoy_batch.glance import Glance, alarm, glance, headline
 from convoy_batch.models import Attempt, ReleaseStatus, Rollout, RolloutState
 from convoy_batch.reasons import ERROR_REASONS, Reason
+from convoy_batch.rollout.glance import Glance, alarm, glance, headline
 from tests.scenario import T0
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from convoy_batch.health import KIND_RULES, WORKLOADS, compute
+from convoy_batch.health.builtin import KIND_RULES, WORKLOADS, compute
 from convoy_batch.models import HealthState
 from convoy_batch.timefmt import format_time
 from tests.fakes import (

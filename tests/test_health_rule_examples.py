@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from convoy_batch.health_rules import Programs, Rule, evaluate, rules_for
+from convoy_batch.health.cel import Programs, Rule, evaluate, rules_for
 from convoy_batch.models import HealthCheck, HealthState, Release, parse_model
 
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from convoy_batch import health_rules
 from convoy_batch.deployers.directory import DirectoryDeployer
-from convoy_batch.health_rules import NO_RULES, Programs, evaluate, rules_for
-from convoy_batch.hints import ParseCache
+from convoy_batch.engine.stages.render import render_key
+from convoy_batch.health import cel as health_rules
+from convoy_batch.health.cel import NO_RULES, Programs, evaluate, rules_for
+from convoy_batch.health.observer import assess, observe, unknown_health
 from convoy_batch.models import (
     Cluster,
     HealthState,
@@ -24,8 +25,7 @@ from convoy_batch.models import (
     key_of,
     parse_model,
 )
-from convoy_batch.observer import assess, observe, unknown_health
-from convoy_batch.stages.render import render_key
+from convoy_batch.state.caches import ParseCache
 from tests.fakes import set_status
 from tests.test_observer import NOW
 

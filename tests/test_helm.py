@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from convoy_batch.engine.stages.render import capabilities, resolve_cluster
+from convoy_batch.engine.tick import Tick
 from convoy_batch.renderers import helm
-from convoy_batch.stages.render import capabilities, resolve_cluster
-from convoy_batch.tick import Tick
 from tests.renderer_tools import Tools, real_helm
 from tests.scenario import FAILURE_POLICY, T0, Scenario
 from tests.test_renderers import last_attempt, release

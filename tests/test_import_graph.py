@@ -97,12 +97,14 @@ def test_the_modules_of_convoy_batch_import_each_other_without_a_cycle() -> None
 
 def test_the_graph_holds_the_imports_that_used_to_close_a_circle() -> None:
     graph = import_graph()
-    assert "convoy_batch.yamlload" in graph["convoy_batch.gitops"]
-    assert "convoy_batch.gitops" in graph["convoy_batch.source"]
-    assert "convoy_batch.source" in graph["convoy_batch.render"]  # under TYPE_CHECKING
-    assert "convoy_batch.render" not in graph["convoy_batch.gitops"]
+    assert "convoy_batch.manifests.yamlload" in graph["convoy_batch.repo.gitops"]
+    assert "convoy_batch.repo.gitops" in graph["convoy_batch.repo.source"]
+    assert (
+        "convoy_batch.repo.source" in graph["convoy_batch.renderers.pipeline"]
+    )  # under TYPE_CHECKING
+    assert "convoy_batch.renderers.pipeline" not in graph["convoy_batch.repo.gitops"]
     # a package runs when one of its modules is imported from outside it
-    assert "convoy_batch.deployers" in graph["convoy_batch.observer"]
+    assert "convoy_batch.deployers" in graph["convoy_batch.health.observer"]
     assert "convoy_batch.deployers" not in graph["convoy_batch.deployers.directory"]
 
 

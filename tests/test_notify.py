@@ -16,13 +16,13 @@ from pathlib import Path
 import git
 import pytest
 
-from convoy_batch import history
 from convoy_batch.notify import notifier
 from convoy_batch.notify.alerts import Alert, ReleaseFacts
 from convoy_batch.notify.event import Event, Severity
 from convoy_batch.notify.outbox import MAX_ATTEMPTS, backoff_schedule
 from convoy_batch.notify.payloads import commit_state
 from convoy_batch.timefmt import format_time
+from convoy_batch.views import history
 from tests.crash import harness as h
 from tests.receiver import Receiver, Silent
 from tests.scenario import PROJECT, T0, Scenario

@@ -8,6 +8,7 @@ import pytest
 
 from convoy_batch.deployers.directory import DirectoryDeployer
 from convoy_batch.errors import ClusterUnavailable
+from convoy_batch.health.observer import health_changed, observe
 from convoy_batch.models import (
     ANNOTATION_RENDER,
     Health,
@@ -17,7 +18,6 @@ from convoy_batch.models import (
     ReleaseInventory,
     key_of,
 )
-from convoy_batch.observer import health_changed, observe
 from tests.fakes import FailingDeployer, deployment_status_ready, set_status
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)

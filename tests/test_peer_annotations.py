@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from convoy_batch import annotations
 from convoy_batch.errors import RenderFailed
+from convoy_batch.manifests import annotations
 from convoy_batch.models import HealthState
-from convoy_batch.render import Render, RenderedObject, load_render
+from convoy_batch.renderers.pipeline import Render, RenderedObject, load_render
 from tests.test_render import run
 
 HOOK = annotations.ARGO_HOOK

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from convoy_batch.wakeups import release_names
+from convoy_batch.ticks.wakeups import release_names
 from tests.test_dagster_dev import free_port, get, status_commits, stop_group, wait_for
 
 PROJECT = Path(__file__).resolve().parent.parent

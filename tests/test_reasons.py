@@ -10,12 +10,12 @@ import yaml
 
 import convoy_batch
 from convoy_batch import errors
-from convoy_batch.due import DueReason
 from convoy_batch.models import Attempt, ReleaseStatus
 from convoy_batch.reasons import ERROR_REASONS, GATE_REASONS, OUTCOME_REASONS, Reason
 from convoy_batch.rollout import Outcome, RenderId, RollBack
+from convoy_batch.rollout.due import DueReason
+from convoy_batch.ticks.wakeups import WAKE_REASONS
 from convoy_batch.timefmt import parse_time
-from convoy_batch.wakeups import WAKE_REASONS
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

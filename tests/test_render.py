@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 from convoy_batch.errors import RenderFailed
+from convoy_batch.manifests.yamlload import load_documents
 from convoy_batch.models import Cluster, ObjectKey, Release
-from convoy_batch.render import Render, load_render, render
-from convoy_batch.source import SourceFile, SourceSnapshot
-from convoy_batch.yamlload import load_documents
+from convoy_batch.renderers.pipeline import Render, load_render, render
+from convoy_batch.repo.source import SourceFile, SourceSnapshot
 
 REVISION = "a" * 40
 

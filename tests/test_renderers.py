@@ -130,7 +130,7 @@ def test_the_renders_of_one_tick_share_one_export_of_the_commit(
 ) -> None:
     import tempfile
 
-    from convoy_batch.source import SourceResolver
+    from convoy_batch.repo.source import SourceResolver
 
     scratch = tmp_path / "scratch"
     scratch.mkdir()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from convoy_batch import shards
+from convoy_batch.ticks import shards
 from tests.scenario import FAILURE_POLICY, Scenario, release_yaml
 from tests.test_scenarios import PROD, _convoy_release
 

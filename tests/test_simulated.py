@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 import yaml
 
-from convoy_batch import health
 from convoy_batch.deployers.directory import DirectoryDeployer
 from convoy_batch.deployers.simulated import (
     ANNOTATION_SIMULATE,
@@ -15,9 +14,10 @@ from convoy_batch.deployers.simulated import (
     finished_status,
     started_status,
 )
+from convoy_batch.engine.tick import make_deployer
+from convoy_batch.health import builtin as health
 from convoy_batch.models import Cluster, HealthState, ObjectKey, SimulatedController
-from convoy_batch.runner import run_tick
-from convoy_batch.tick import make_deployer
+from convoy_batch.ticks.runner import run_tick
 from tests.gitfixtures import commit_files, make_repo
 from tests.scenario import DEPLOYMENT, T0, release_yaml
 

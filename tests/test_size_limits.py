@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from convoy_batch import render as render_module
 from convoy_batch.errors import RenderFailed
-from convoy_batch.render import MAX_BYTES, MAX_OBJECTS
-from convoy_batch.yamlload import MAX_EXPANDED, MAX_TEXT, LimitExceeded, documents
+from convoy_batch.manifests.yamlload import MAX_EXPANDED, MAX_TEXT, LimitExceeded, documents
+from convoy_batch.renderers import pipeline as render_module
+from convoy_batch.renderers.pipeline import MAX_BYTES, MAX_OBJECTS
 from tests.scenario import Scenario, release_yaml
 from tests.test_render import run
 

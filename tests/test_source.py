@@ -8,12 +8,12 @@ from typing import Any
 import git
 import pytest
 
-from convoy_batch import source
 from convoy_batch.errors import SourceFailed
-from convoy_batch.gitops import GitOpsRepo
 from convoy_batch.models import Release
-from convoy_batch.source import SourceResolver, SourceSnapshot
-from convoy_batch.store import Locks
+from convoy_batch.repo import source
+from convoy_batch.repo.gitops import GitOpsRepo
+from convoy_batch.repo.source import SourceResolver, SourceSnapshot
+from convoy_batch.state.locks import Locks
 from tests.gitfixtures import commit_files, commit_symlink, make_repo, remove_files, write_files
 
 JSON_CM = '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}'

@@ -22,8 +22,8 @@ from convoy_batch.models import (
     RolloutState,
     WaveStatus,
 )
-from convoy_batch.status_store import PushResult, StatusStore
-from convoy_batch.store import Locks
+from convoy_batch.state.locks import Locks
+from convoy_batch.status.store import PushResult, StatusStore
 
 T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 REF = "sha256:" + "a" * 64

@@ -13,16 +13,11 @@ from pathlib import Path
 import pytest
 
 import convoy_batch
-from convoy_batch.hints import TickStore
 from convoy_batch.models import InventoryEntry, ObjectKey, ReleaseInventory, TickRecord
-from convoy_batch.statefiles import Writer, fsync_dir, os_problem
-from convoy_batch.store import (
-    InventoryStore,
-    LockBusy,
-    Locks,
-    RenderStore,
-    atomic_write,
-)
+from convoy_batch.state.caches import TickStore
+from convoy_batch.state.files import Writer, fsync_dir, os_problem
+from convoy_batch.state.locks import LockBusy, Locks
+from convoy_batch.store import InventoryStore, RenderStore, atomic_write
 
 T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 
@@ -302,7 +297,7 @@ def test_an_unreadable_inventory_is_empty_with_a_warning(
 HOLDER = """
 import sys
 from pathlib import Path
-from convoy_batch.store import Locks
+from convoy_batch.state.locks import Locks
 locks = Locks(Path(sys.argv[1]))
 with (locks.repo() if sys.argv[2] == "repo" else locks.release(sys.argv[2])):
     print("held", flush=True)

@@ -3,8 +3,8 @@ their inputs are unchanged, and a change of any input is still seen."""
 
 import pytest
 
-import convoy_batch.stages.render as stage
-import convoy_batch.status_store as status_store
+import convoy_batch.engine.stages.render as stage
+import convoy_batch.status.store as status_store
 from tests.scenario import CLUSTER, FAILURE_POLICY, Scenario
 
 

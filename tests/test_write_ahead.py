@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from convoy_batch import gitwrite
+from convoy_batch.status import gitwrite
 from tests.scenario import Scenario
 from tests.test_scenarios import succeed_first_render
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Patches applied in the child before the CLI runs; each ends the process like SIGKILL.
 KILL_AFTER_CLUSTER_CHANGE = """
-from convoy_batch.stages import act, last_healthy, sync
+from convoy_batch.engine.stages import act, last_healthy, sync
 real = act.carry_out
 def carry_out(*args, **kwargs):
     real(*args, **kwargs)
@@ -33,7 +33,7 @@ def carry_out(*args, **kwargs):
 last_healthy.carry_out = sync.carry_out = carry_out
 """
 KILL_AFTER_BRANCH_MOVED = """
-from convoy_batch import gitwrite
+from convoy_batch.status import gitwrite
 real = gitwrite.GitWriter.git
 def git(self, *args, **kwargs):
     out = real(self, *args, **kwargs)

@@ -39,8 +39,6 @@ from typing import Any
 
 import yaml
 
-from convoy_batch import yamlload
-from convoy_batch.annotations import bookkeeping, create_only
 from convoy_batch.deployers.base import Manifest
 from convoy_batch.errors import (
     ApplyFailed,
@@ -50,8 +48,9 @@ from convoy_batch.errors import (
     PruneFailed,
     StateFailed,
 )
-from convoy_batch.hints import ParseCache
 from convoy_batch.kinds import cluster_scoped_crds, group_of, is_cluster_scoped
+from convoy_batch.manifests import yamlload
+from convoy_batch.manifests.annotations import bookkeeping, create_only
 from convoy_batch.models import Cluster, Identity, Model, ObjectKey, key_of
 from convoy_batch.names import (
     KIND,
@@ -61,8 +60,8 @@ from convoy_batch.names import (
     is_path_segment,
     is_subdomain,
 )
-from convoy_batch.operator_files import operator_path, read_operator_file
-from convoy_batch.statefiles import (
+from convoy_batch.state.caches import ParseCache
+from convoy_batch.state.files import (
     atomic_write,
     inside,
     os_problem,
@@ -70,6 +69,7 @@ from convoy_batch.statefiles import (
     refuse_link_out,
     remove_leftovers,
 )
+from convoy_batch.state.operator_files import operator_path, read_operator_file
 
 CLUSTER_DIR = "_cluster"
 CRD_GROUP = "apiextensions.k8s.io"

@@ -15,10 +15,10 @@ import base64
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from convoy_batch.annotations import create_only, is_hook
 from convoy_batch.deployers.base import Manifest
 from convoy_batch.deployers.directory import refusal
 from convoy_batch.kinds import cluster_scoped_crds, crd_kinds, group_of, kind_rank
+from convoy_batch.manifests.annotations import create_only, is_hook
 from convoy_batch.models import ANNOTATION_RENDER, LABEL_RELEASE
 
 POD_SPECS: dict[tuple[str, str], tuple[str, ...]] = {

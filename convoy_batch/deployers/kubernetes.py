@@ -53,7 +53,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from convoy_batch.annotations import bookkeeping, create_only, is_hook
 from convoy_batch.deployers.base import Capabilities, Manifest
 from convoy_batch.deployers.kubeapi import (
     ApiError,
@@ -81,8 +80,8 @@ from convoy_batch.errors import (
     Forbidden,
     PruneFailed,
 )
-from convoy_batch.hints import ParseCache
 from convoy_batch.kinds import crd_kinds, group_of
+from convoy_batch.manifests.annotations import bookkeeping, create_only, is_hook
 from convoy_batch.models import (
     ANNOTATION_RENDER,
     LABEL_RELEASE,
@@ -91,6 +90,7 @@ from convoy_batch.models import (
     ObjectKey,
     key_of,
 )
+from convoy_batch.state.caches import ParseCache
 
 log = logging.getLogger("convoy_batch")
 

@@ -1,6 +1,6 @@
 """Whether a live object already is what the API server would store for a manifest, told
 from the server's own answers to the manifest instead of from its text. No I/O of its
-own: :class:`ServerForms` keeps its entries in the :class:`~convoy_batch.hints.ParseCache`
+own: :class:`ServerForms` keeps its entries in the :class:`~convoy_batch.state.caches.ParseCache`
 it is given (the tick's ``<state>/cache/cluster-<name>.json``, read on first use and
 saved when the tick closes).
 
@@ -36,11 +36,11 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from convoy_batch.annotations import create_only, is_hook
 from convoy_batch.deployers.base import Manifest
 from convoy_batch.deployers.kubediff import managed, same_render
-from convoy_batch.hints import ParseCache
+from convoy_batch.manifests.annotations import create_only, is_hook
 from convoy_batch.models import key_of
+from convoy_batch.state.caches import ParseCache
 
 FieldPath = tuple[str | int, ...]
 Leaf = tuple[str, FieldPath, Any]

@@ -23,12 +23,12 @@ from typing import Literal
 import git
 from pydantic import Field, field_validator
 
-from convoy_batch.gitops import load_objects
-from convoy_batch.hints import ParseCache
 from convoy_batch.models import Metadata, Model, Name, RolloutState
 from convoy_batch.names import is_label
 from convoy_batch.notify.event import Event, Severity
 from convoy_batch.reasons import Reason
+from convoy_batch.repo.gitops import load_objects
+from convoy_batch.state.caches import ParseCache
 
 ALERTS_DIR = "alerts"
 ANY = "*"

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import git
 
 from convoy_batch.models import ReleaseStatus
-from convoy_batch.status_push import STATUS_DIR
-from convoy_batch.status_yaml import parse_status
+from convoy_batch.status.push import STATUS_DIR
+from convoy_batch.status.text import parse_status
 
 _NO_BLOB = "0" * 40
 _LINK_MODE = "120000"

@@ -19,14 +19,14 @@ import git
 import urllib3
 
 from convoy_batch.errors import one_line
-from convoy_batch.hints import ParseCache
 from convoy_batch.notify import payloads, send
 from convoy_batch.notify.alerts import Alert, Alerts, ReleaseFacts, load_alerts
 from convoy_batch.notify.commits import CursorGone, StatusBlobs, StatusChange, status_changes
 from convoy_batch.notify.event import Event, event_of
 from convoy_batch.notify.outbox import MAX_ATTEMPTS, Cursor, Entry, Outbox
 from convoy_batch.notify.providers import Provider, load_providers, providers_path
-from convoy_batch.store import LockBusy, Locks
+from convoy_batch.state.caches import ParseCache
+from convoy_batch.state.locks import LockBusy, Locks
 from convoy_batch.timefmt import format_time
 
 log = logging.getLogger("convoy_batch")

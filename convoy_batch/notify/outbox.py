@@ -26,7 +26,7 @@ from typing import Literal
 from convoy_batch.errors import StateFailed
 from convoy_batch.models import Model, Name, Time, parse_model
 from convoy_batch.notify.event import Event
-from convoy_batch.statefiles import (
+from convoy_batch.state.files import (
     DIR_MODE,
     Writer,
     atomic_write,

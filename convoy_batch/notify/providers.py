@@ -30,7 +30,7 @@ from pathlib import Path
 from pydantic import Field, model_validator
 
 from convoy_batch.models import Model, Name
-from convoy_batch.operator_files import operator_path, read_operator_file
+from convoy_batch.state.operator_files import operator_path, read_operator_file
 
 FILE_ENV = "CONVOY_PROVIDERS"
 FILE_NAME = "providers.yaml"

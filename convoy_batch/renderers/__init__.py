@@ -22,10 +22,10 @@ from convoy_batch.models import (
     Release,
     RenderSpec,
 )
-from convoy_batch.render import Render, render, render_files, variables_for
 from convoy_batch.renderers import command, helm, jsonnet, kustomize
 from convoy_batch.renderers.job import Job
-from convoy_batch.source import SourceResolver, normalize_source_path
+from convoy_batch.renderers.pipeline import Render, render, render_files, variables_for
+from convoy_batch.repo.source import SourceResolver, normalize_source_path
 
 
 def render_inputs(

@@ -25,10 +25,10 @@ from pydantic import Field
 
 from convoy_batch.errors import RenderFailed
 from convoy_batch.models import CommandRender, Duration, Model
-from convoy_batch.operator_files import operator_path, read_operator_file
 from convoy_batch.renderers import process
 from convoy_batch.renderers.job import Job
-from convoy_batch.source import SourceFile
+from convoy_batch.repo.source import SourceFile
+from convoy_batch.state.operator_files import operator_path, read_operator_file
 
 FILE_ENV = "CONVOY_RENDERERS"
 FILE_NAME = "renderers.yaml"

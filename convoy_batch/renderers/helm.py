@@ -2,7 +2,7 @@
 ``valuesFiles`` (inside the source, relative to ``source.path``) then the inline
 ``values``, the release name (default the Release's) and namespace, and the chart's
 CRDs; on a Kubernetes Cluster, the server's version and API versions (as Argo CD passes
-them). Helm's hooks are read as convoy-batch hooks by :mod:`convoy_batch.annotations`.
+them). Helm's hooks are read as convoy-batch hooks by :mod:`convoy_batch.manifests.annotations`.
 """
 
 import json
@@ -12,7 +12,7 @@ from convoy_batch.errors import RenderFailed
 from convoy_batch.models import HelmRender
 from convoy_batch.renderers import process
 from convoy_batch.renderers.job import Job
-from convoy_batch.source import SourceFile
+from convoy_batch.repo.source import SourceFile
 
 _MISSING = (
     "Helm: helm is not on PATH; install Helm 3 (a single binary, see Helm's "

@@ -26,7 +26,7 @@ from convoy_batch.errors import RenderFailed
 from convoy_batch.models import JsonnetRender
 from convoy_batch.renderers import process
 from convoy_batch.renderers.job import Job
-from convoy_batch.source import SourceFile
+from convoy_batch.repo.source import SourceFile
 
 _EVAL = Path(__file__).with_name("jsonnet_eval.py")
 _MISSING = "Jsonnet: the jsonnet Python package is not installed; pip install 'jsonnet>=0.21,<0.23'"

@@ -7,7 +7,7 @@ import os
 from convoy_batch.errors import RenderFailed
 from convoy_batch.renderers import process
 from convoy_batch.renderers.job import Job
-from convoy_batch.source import SourceFile
+from convoy_batch.repo.source import SourceFile
 
 KUBECTL_ENV = "CONVOY_KUBECTL"
 _MISSING = (

@@ -10,10 +10,10 @@ from kubernetes import client
 
 from convoy_batch.deployers import kubeapi
 from convoy_batch.deployers.base import Capabilities
+from convoy_batch.engine.stages.render import capabilities, render_key, resolve_cluster
+from convoy_batch.engine.tick import Tick
 from convoy_batch.models import Release
 from convoy_batch.renderers import helm, render_inputs
-from convoy_batch.stages.render import capabilities, render_key, resolve_cluster
-from convoy_batch.tick import Tick
 from tests.k8s.k8s_scenario import KubeScenario
 from tests.renderer_tools import Tools, real_helm
 from tests.scenario import FAILURE_POLICY, T0

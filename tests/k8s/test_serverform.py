@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from convoy_batch.deployers.serverform import ServerForms, digest, in_sync, project
-from convoy_batch.hints import ParseCache
+from convoy_batch.state.caches import ParseCache
 
 R1 = {"convoy.dev/render": "sha256:1"}
 R2 = {"convoy.dev/render": "sha256:2"}

@@ -1,0 +1,134 @@
+"""``sync_handler`` (SPEC 10): the status one outcome gives, assembled in one function
+(the pure ``rollout.assemble_status``), and its commit when it changed; what a tick
+reports of each Release (:class:`Handled`, :func:`describe`).
+
+Does I/O through the tick's status store (the commit is queued for the tick's batch).
+"""
+
+import logging
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from convoy_batch.engine.tick import Tick
+from convoy_batch.models import Release, ReleaseInventory, ReleaseStatus
+from convoy_batch.rollout import Outcome, Verdict, assemble_status, commit_message, render_verdict
+from convoy_batch.rollout.status import NO_VALUE, short_ref, state_of
+from convoy_batch.timefmt import format_time
+
+log = logging.getLogger("convoy_batch")
+
+
+@dataclass(frozen=True)
+class Committed:
+    """A status commit once its batch is written: what its Future gives, as plain data
+    (a report that crosses a process boundary)."""
+
+    sha: str | None
+
+    def result(self) -> str | None:
+        return self.sha
+
+
+@dataclass(frozen=True)
+class Handled:
+    """What ``sync_handler`` did with one outcome."""
+
+    name: str
+    outcome: Outcome
+    status: ReleaseStatus
+    committed: "Future[str | None] | Committed | None"
+    """The status commit, made in the background during a tick."""
+    prior: ReleaseStatus = field(default_factory=ReleaseStatus)
+    """The status before this reconcile."""
+
+    @property
+    def changed(self) -> bool:
+        """The status changed (and is committed): a transition, an apply, a new error."""
+        return self.committed is not None
+
+    @property
+    def commit(self) -> str | None:
+        """The status commit's SHA (waits for it); None when nothing changed."""
+        return self.committed.result() if self.committed is not None else None
+
+    def settled(self) -> "Handled":
+        """This outcome with its commit known (waits for it): plain data, picklable."""
+        if self.committed is None or isinstance(self.committed, Committed):
+            return self
+        return replace(self, committed=Committed(self.committed.result()))
+
+
+def attempt_healthy(
+    release: Release | None,
+    status: ReleaseStatus,
+    outcome: Outcome,
+    inv: ReleaseInventory,
+    now: datetime,
+) -> bool:
+    if release is None or outcome.render is None:
+        return False
+    result = render_verdict(release.spec, status, outcome.render.ref, inv.entries, now)
+    return result.verdict == Verdict.HEALTHY
+
+
+def next_status(
+    tick: Tick,
+    name: str,
+    release: Release | None,
+    outcome: Outcome,
+    inventory: ReleaseInventory,
+    force_at: datetime | None,
+) -> ReleaseStatus:
+    """The status that ``outcome`` gives (SPEC 10), from the Release's current one."""
+    prior = tick.status(name)
+    return assemble_status(
+        prior,
+        outcome,
+        failure_policy_set=release is None or release.spec.failure_policy is not None,
+        attempt_healthy=attempt_healthy(release, prior, outcome, inventory, tick.now),
+        force_sync_at=force_at,
+        now=tick.now,
+    )
+
+
+def sync_handler(
+    tick: Tick,
+    name: str,
+    release: Release | None,
+    outcome: Outcome,
+    inventory: ReleaseInventory,
+    force_at: datetime | None,
+) -> Handled:
+    """Assemble the new status (SPEC 10) and commit it when it changed."""
+    status = next_status(tick, name, release, outcome, inventory, force_at)
+    if outcome.is_error:
+        log.error("%s: %s: %s", name, outcome.reason, outcome.message)
+    return commit_status(tick, name, outcome, status, None)
+
+
+def commit_status(
+    tick: Tick, name: str, outcome: Outcome, status: ReleaseStatus, message: str | None
+) -> Handled:
+    """Commit ``status`` when it differs from the Release's current one (``message``:
+    the commit message, else the one SPEC 10 gives)."""
+    prior = tick.status(name)
+    commit = None
+    if status != prior:
+        message = message or commit_message(name, prior, status)
+        commit = tick.status_store.commit_later(name, status, message)
+        tick.statuses[name] = status
+    return Handled(name=name, outcome=outcome, status=status, committed=commit, prior=prior)
+
+
+def describe(handled: Handled) -> str:
+    """One line a person reads: name, state, reason, render, since."""
+    status, outcome = handled.status, handled.outcome
+    rollout = status.rollout
+    ref = short_ref(outcome.render.ref if outcome.render else None)
+    since = format_time(rollout.started_at) if rollout is not None else NO_VALUE
+    state = state_of(status)
+    line = f"{handled.name}: {state} {outcome.reason} render={ref} since={since}"
+    # Nothing written this tick: say so, not what the sync that applied R once did.
+    message = "in sync" if outcome.written == 0 else outcome.message
+    return f"{line} ({message})" if message else line

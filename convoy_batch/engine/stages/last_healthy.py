@@ -1,0 +1,115 @@
+"""``apply_last_healthy`` (SPEC 8): the first rollback, the hold, and the rollback
+after a wave timeout, in one code path (``roll_back``).
+
+Applies the verified blob of ``status.lastHealthy`` in one pass (no waves, dry run or
+hooks), prunes, and records the inventory. A failed step logs and returns a result
+with ``applied=False``; it never raises. The ``RolledBack`` outcome comes from the
+decided :class:`~convoy_batch.rollout.RollBack`. I/O through the stores and the deployer.
+"""
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from convoy_batch.deployers.base import Deployer
+from convoy_batch.engine.stages.act import BeforeChange, carry_out, expected_inventory, no_record
+from convoy_batch.engine.stages.hooks import apply_sync_fail, delete_finished_hooks
+from convoy_batch.engine.tick import Tick
+from convoy_batch.models import Release, ReleaseInventory, ReleaseStatus
+from convoy_batch.renderers.pipeline import Render, load_render
+from convoy_batch.rollout import Outcome, RenderId, RollBack
+from convoy_batch.rollout.step import Step
+
+log = logging.getLogger("convoy_batch")
+
+NO_LAST_HEALTHY = "no last healthy render to roll back to"
+
+
+@dataclass(frozen=True)
+class LastHealthyResult:
+    applied: bool
+    render: RenderId | None
+    inventory: ReleaseInventory
+    message: str
+
+
+def apply_last_healthy(
+    tick: Tick,
+    release: Release,
+    status: ReleaseStatus,
+    deployer: Deployer,
+    inventory: ReleaseInventory,
+    expected: Callable[[RenderId], Outcome],
+    before_change: BeforeChange = no_record,
+    failed: Render | None = None,
+) -> LastHealthyResult:
+    """``expected(render)``: the caller's outcome when the rollback to ``render``
+    succeeds, handed to ``before_change`` before the cluster changes. ``failed``: the
+    render rolled back from, whose SyncFail hooks are applied first (once) and whose
+    finished hooks are deleted by their policy (``stages/hooks.py``)."""
+    record = tick.recorder(release.name)
+    if failed is not None:
+        inventory = apply_sync_fail(deployer, inventory, failed, record)
+    healthy = status.last_healthy
+    if healthy is None:
+        return LastHealthyResult(False, None, inventory, NO_LAST_HEALTHY)
+    blob = tick.stores.renders.get(healthy.render_ref)
+    if blob is None:
+        message = f"render store has no valid blob for last healthy {healthy.render_ref}"
+        log.warning("%s: %s", release.name, message)
+        return LastHealthyResult(False, None, inventory, message)
+    render = load_render(blob, release.name, healthy.revision)
+    rendered = RenderId(ref=render.ref, revision=healthy.revision)
+    step = Step(
+        render_ref=render.ref,
+        revision=healthy.revision,
+        prune=True,
+        prune_enabled=release.spec.sync_policy.prune,
+    )
+    tick.stores.renders.settle(render.ref)  # what the record points at is durable first
+    before_change(step, expected(rendered), expected_inventory(inventory, render, step))
+    acted = carry_out(deployer, inventory, render, step, record, tick.claimants(release.name))
+    if acted.failure is not None:
+        log.warning("%s: rollback apply failed: %s", release.name, acted.failure)
+        message = f"rollback failed: {acted.failure}"
+        return LastHealthyResult(False, None, acted.inventory, message)
+    if acted.errors:
+        log.warning("%s: rollback prune failed: %s", release.name, acted.errors[0])
+        return LastHealthyResult(
+            False, None, acted.inventory, f"rollback failed: {acted.errors[0]}"
+        )
+    if failed is None:
+        return LastHealthyResult(True, rendered, acted.inventory, "")
+    after, errors = delete_finished_hooks(deployer, acted.inventory, failed, record, status.waves)
+    for error in errors:
+        log.warning("%s: hook not deleted: %s", release.name, error)
+    return LastHealthyResult(True, rendered, after, "")
+
+
+def expected_rollback(rollback: RollBack, status: ReleaseStatus) -> Outcome:
+    """The outcome ``rollback`` gives when its apply succeeds, decided without reading
+    the render store."""
+    healthy = status.last_healthy
+    if healthy is None:
+        return rollback.failed(NO_LAST_HEALTHY)
+    return rollback.applied(RenderId(ref=healthy.render_ref, revision=healthy.revision))
+
+
+def roll_back(
+    tick: Tick,
+    release: Release,
+    status: ReleaseStatus,
+    deployer: Deployer,
+    inventory: ReleaseInventory,
+    rollback: RollBack,
+    before_change: BeforeChange = no_record,
+    failed: Render | None = None,
+) -> tuple[Outcome, ReleaseInventory]:
+    """Carry out a decided rollback: its ``RolledBack`` outcome and the new inventory.
+    ``failed``: the render rolled back from (see :func:`apply_last_healthy`)."""
+    back = apply_last_healthy(
+        tick, release, status, deployer, inventory, rollback.applied, before_change, failed
+    )
+    if back.applied and back.render is not None:
+        return rollback.applied(back.render), back.inventory
+    return rollback.failed(back.message), back.inventory

@@ -1,0 +1,219 @@
+"""The GitOps repository (SPEC 1): Releases and Clusters read from the checked-out
+branch's HEAD commit, never from the working tree. Does I/O (reads git objects).
+
+A broken file never stops the others: each Release file gives a :class:`ReleaseEntry`
+holding either the Release or a one-line error naming the file and the field.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, TypeVar
+
+import git
+from git.exc import ODBError
+from pydantic import TypeAdapter, ValidationError
+
+from convoy_batch.errors import UsageError, one_line
+from convoy_batch.manifests.yamlload import load_documents
+from convoy_batch.models import Cluster, Model, Name, Release, parse_model
+from convoy_batch.state.caches import ParseCache
+
+RELEASES_DIR = "releases"
+CLUSTERS_DIR = "clusters"
+SUFFIXES = (".yaml", ".yml")
+_NAME = TypeAdapter(Name)
+M = TypeVar("M", bound=Model)
+
+
+@dataclass(frozen=True)
+class ReleaseEntry:
+    name: str
+    """metadata.name when it is a valid name, else the file's stem (see :func:`_claim`)."""
+    path: str
+    """Repo-relative posix path, e.g. ``releases/web.yaml``."""
+    blob: str
+    """Git blob SHA of the file: a changed Release file wakes the Release up (for a name
+    that several files claim, their SHAs joined by ``+``)."""
+    release: Release | None
+    error: str | None
+    """One line naming the file and the field; exactly one of release and error is set."""
+
+
+@dataclass(frozen=True)
+class GitOpsSnapshot:
+    commit: str
+    branch: str | None
+    """The checked-out branch; None when HEAD is detached."""
+    releases: dict[str, ReleaseEntry]
+    clusters: dict[str, Cluster]
+    cluster_errors: dict[str, str]
+    """Cluster name (or file stem) -> one-line error."""
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """One object file: its model, or the error that stopped it."""
+
+    name: str
+    path: str
+    blob: str
+    model: Any
+    error: str | None
+
+    def __post_init__(self) -> None:
+        if self.error is not None:  # it becomes a status message and a line on stderr
+            object.__setattr__(self, "error", one_line(self.error))
+
+
+class GitOpsRepo:
+    """A GitOps repository on disk; :meth:`snapshot` reads its committed objects."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        try:
+            self.repo = git.Repo(self.path)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            raise UsageError(f"{self.path}: not a git repository") from None
+        if not self.repo.head.is_valid():
+            raise UsageError(f"{self.path}: the repository has no commit yet")
+
+    def commit(self, revision: str | None = None) -> git.Commit:
+        """HEAD's commit, or the commit ``revision`` (a branch, tag or SHA) names, read
+        without touching HEAD, the index or the working tree (UsageError, one line)."""
+        if revision is None:
+            return self.repo.head.commit
+        try:
+            if revision.startswith("-"):
+                raise ValueError(revision)
+            commit = self.repo.commit(revision)
+            commit.tree  # noqa: B018 - the commit's objects must be present
+        except (ODBError, ValueError):
+            raise UsageError(f"{revision!r}: not a revision of {self.path}") from None
+        return commit
+
+    def snapshot(
+        self, cache: ParseCache | None = None, revision: str | None = None
+    ) -> GitOpsSnapshot:
+        """Releases and Clusters of the HEAD commit (or of ``revision``), in one pass over
+        its tree. With ``cache``, a file whose blob was parsed before is not read again."""
+        head = self.repo.head
+        commit = self.commit(revision)
+        releases: dict[str, ReleaseEntry] = {}
+        for item in load_objects(commit.tree, RELEASES_DIR, Release, cache):
+            releases[item.name] = ReleaseEntry(
+                item.name, item.path, item.blob, item.model, item.error
+            )
+        clusters: dict[str, Cluster] = {}
+        cluster_errors: dict[str, str] = {}
+        for item in load_objects(commit.tree, CLUSTERS_DIR, Cluster, cache):
+            if item.error is None:
+                clusters[item.name] = item.model
+            else:
+                cluster_errors[item.name] = item.error
+        branch = None if head.is_detached else head.reference.name
+        return GitOpsSnapshot(commit.hexsha, branch, releases, clusters, cluster_errors)
+
+
+def load_objects(
+    tree: git.Tree, directory: str, model: type[M], cache: ParseCache | None = None
+) -> list[Loaded]:
+    """Every object file of ``<directory>/`` in ``tree``, in path order, each holding its
+    model or a one-line error naming the file and the field; names are made distinct as
+    for Releases (see :func:`_claim`)."""
+    return _claim(_load_dir(tree, directory, model, cache))
+
+
+def _load_dir(
+    tree: git.Tree, directory: str, model: type[M], cache: ParseCache | None
+) -> list[Loaded]:
+    """Every ``<directory>/*.yaml|yml`` blob of ``tree`` (not recursive), sorted by path."""
+    try:
+        folder = tree / directory
+    except KeyError:
+        return []
+    if folder.type != "tree":
+        return []
+    blobs = [b for b in folder.blobs if b.name.endswith(SUFFIXES)]
+    return [_load_file(blob, model, cache) for blob in sorted(blobs, key=lambda b: str(b.path))]
+
+
+def _document(blob: git.Blob, cache: ParseCache | None) -> Any:
+    """The one YAML document of ``blob`` (ValueError, one line), parsed once per blob."""
+    path = str(blob.path)
+    cached = cache.get(path, blob.hexsha) if cache is not None else None
+    if cached is not None:
+        return cached
+    data = _single_document(blob.data_stream.read(), path)
+    if cache is not None:
+        cache.put(path, blob.hexsha, data)
+    return data
+
+
+def _load_file(blob: git.Blob, model: type[M], cache: ParseCache | None) -> Loaded:
+    path = str(blob.path)
+    stem = PurePosixPath(path).stem
+    if blob.mode == blob.link_mode:
+        return Loaded(stem, path, blob.hexsha, None, f"{path}: a symlink, not a file")
+    try:
+        data = _document(blob, cache)
+    except ValueError as exc:
+        return Loaded(stem, path, blob.hexsha, None, str(exc))
+    name = _readable_name(data) or stem
+    try:
+        parsed = parse_model(model, data, path)
+    except ValueError as exc:
+        return Loaded(name, path, blob.hexsha, None, str(exc))
+    if parsed.metadata.name != stem:  # type: ignore[attr-defined]
+        error = f"{path}: metadata.name: {name!r} does not match the file name {stem!r}"
+        return Loaded(name, path, blob.hexsha, None, error)
+    return Loaded(name, path, blob.hexsha, parsed, None)
+
+
+def _single_document(raw: bytes, path: str) -> Any:
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text") from None
+    docs = load_documents(text, path)
+    if not docs:
+        raise ValueError(f"{path}: empty file")
+    if len(docs) > 1:
+        raise ValueError(f"{path}: holds {len(docs)} documents; one object per file")
+    if not isinstance(docs[0], dict):
+        raise ValueError(f"{path}: not a mapping")
+    return docs[0]
+
+
+def _readable_name(data: dict[str, Any]) -> str | None:
+    """metadata.name when it is a DNS-1123 label: only such a name may name a status file."""
+    meta = data.get("metadata")
+    if not isinstance(meta, dict):
+        return None
+    try:
+        return _NAME.validate_python(meta.get("name"))
+    except ValidationError:
+        return None
+
+
+def _claim(items: list[Loaded]) -> list[Loaded]:
+    """One entry per name (decided): files that claim the same name (``web.yaml`` and
+    ``web.yml``, or a broken ``web.yml`` whose name is its stem) are one entry whose error
+    names every one of them, so neither is reconciled as if the other did not exist; it is
+    keyed by that name, listed at the first file's path, and its ``blob`` is theirs joined
+    (a change to any of them is a change of the entry)."""
+    claims: dict[str, list[Loaded]] = {}
+    for item in items:
+        claims.setdefault(item.name, []).append(item)
+    result = [group[0] if len(group) == 1 else _ambiguous(group) for group in claims.values()]
+    return sorted(result, key=lambda i: i.path)
+
+
+def _ambiguous(group: list[Loaded]) -> Loaded:
+    paths = sorted(item.path for item in group)
+    name = group[0].name
+    error = (
+        f"{', '.join(paths)}: metadata.name: {name!r} is claimed by {len(paths)} files; "
+        "one file per Release"
+    )
+    blob = "+".join(item.blob for item in sorted(group, key=lambda i: i.path))
+    return Loaded(name, paths[0], blob, None, error)

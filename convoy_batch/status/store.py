@@ -1,0 +1,273 @@
+"""``status/<name>.yaml`` in the GitOps repository (SPEC 10): read from HEAD, commit, push.
+
+Does git I/O. Statuses are read from the HEAD commit (never the working tree), every
+file in one pass over the tree. Each changed status is committed alone, by git itself
+(:mod:`convoy_batch.status.gitwrite`): inside :meth:`StatusStore.batch` the texts are made on one
+background thread while the tick goes on (:mod:`convoy_batch.status.text`), and the
+commits are written by one ``git fast-import`` when the batch ends, the branch, index and
+working tree moved together. Nothing the user staged or changed elsewhere is committed or
+lost. Pushing: :mod:`convoy_batch.status.push`.
+"""
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import git
+
+from convoy_batch.errors import StateFailed, UsageError
+from convoy_batch.models import ReleaseStatus
+from convoy_batch.state.caches import ParseCache
+from convoy_batch.state.files import check_file_name, problem_of
+from convoy_batch.state.locks import LockBusy, Locks
+from convoy_batch.status.gitwrite import Change, GitError
+from convoy_batch.status.push import STATUS_DIR, Pusher, PushResult
+from convoy_batch.status.text import parse_status, render_status
+
+log = logging.getLogger("convoy_batch")
+
+__all__ = ["STATUS_DIR", "GitError", "PushResult", "StatusStore", "parse_status"]
+
+_SYMLINK_MODE = 0o120000
+
+
+class StatusStore:
+    """Status files of the GitOps repository ``repo``: load from HEAD, commit, push."""
+
+    def __init__(
+        self,
+        repo: git.Repo,
+        locks: Locks,
+        *,
+        push_attempts: int = 3,
+        cache: ParseCache | None = None,
+    ) -> None:
+        """``cache``: parsed statuses by blob id; the statuses committed here go in it, so
+        the next tick does not parse what this one wrote."""
+        # A Repo of its own: its git processes are not shared with the caller's threads.
+        self.repo = git.Repo(repo.git_dir if repo.bare else repo.working_tree_dir)
+        self.locks = locks
+        self.pusher = Pusher.open(self.repo, locks, push_attempts)
+        self.writer = self.pusher.writer
+        self.cache = cache
+        self.unreadable: set[str] = set()
+        """Status files :meth:`load_all` could not read (their renders are unknown)."""
+        self.error: str | None = None
+        """Why the last batch of commits was not written, or what failed once it was
+        (one line); None when all went well."""
+        self.landed = False
+        """The last batch's commits are on the branch (whatever :attr:`error` says)."""
+        # HEAD's status blobs and texts, read once (a batch starts over: HEAD may move).
+        self._blobs: dict[str, git.Blob] | None = None
+        self._texts: dict[str, str] = {}
+        self._queue: list[tuple[Future[_Planned | None], Future[str | None]]] | None = None
+        self._texter: ThreadPoolExecutor | None = None
+
+    def recover(self) -> None:
+        """Repair what a convoy-batch process killed while writing git left behind. When
+        another convoy-batch process holds the repo lock, it is alive and writing: there
+        is nothing to repair."""
+        try:
+            with contextlib.suppress(LockBusy), self.locks.repo(timeout=0):
+                self.writer.recover()
+        except StateFailed as exc:  # the tick goes on: its own commits take the lock again
+            log.warning("git not checked for a killed write: %s", exc)
+
+    # reading
+
+    def load_all(self, cache: ParseCache | None = None) -> dict[str, ReleaseStatus]:
+        """Every ``status/*.yaml`` of HEAD; an invalid file is a warning and an empty status.
+        With ``cache``, a file whose blob was parsed before is not read again."""
+        statuses = {}
+        self._blobs, self._texts = None, {}
+        for name, blob in self._head_blobs().items():
+            status = _load_blob(blob, cache)
+            if status is None:
+                self.unreadable.add(name)
+            statuses[name] = status or ReleaseStatus()
+        return statuses
+
+    def load(self, name: str) -> ReleaseStatus:
+        """The status of ``name`` at HEAD; empty when there is none or it is invalid."""
+        text = self._head_text(name)
+        return ReleaseStatus() if text is None else _parse_or_warn(text, _path(name))
+
+    def render_text(self, name: str, status: ReleaseStatus) -> str:
+        """The file text for ``status``: HEAD's file updated in place, else a new document."""
+        return render_status(self._head_text(name), status)
+
+    def _head_blobs(self) -> dict[str, git.Blob]:
+        """Release name -> blob of ``status/<name>.yaml`` at HEAD (regular files only)."""
+        if self._blobs is None:
+            self._blobs = self._read_head_blobs()
+        return self._blobs
+
+    def _read_head_blobs(self) -> dict[str, git.Blob]:
+        try:
+            folder = self.repo.head.commit.tree / STATUS_DIR
+        except (ValueError, KeyError):  # ValueError: an unborn branch, no commit yet
+            return {}
+        if folder.type != "tree":
+            kind = "symlink" if folder.mode == _SYMLINK_MODE else "file"
+            raise UsageError(
+                f"{STATUS_DIR}: committed as a {kind}, not a folder; "
+                "convoy-batch reads and writes no status through it"
+            )
+        blobs = {}
+        for blob in folder.blobs:
+            if not blob.name.endswith(".yaml"):
+                continue
+            name = blob.name.removesuffix(".yaml")
+            if blob.mode == _SYMLINK_MODE:
+                log.warning("%s: a symlink, not a status file; treated as empty", blob.path)
+                self.unreadable.add(name)
+                continue
+            blobs[name] = blob
+        return blobs
+
+    def _head_text(self, name: str) -> str | None:
+        if name not in self._texts:
+            blob = self._head_blobs().get(name)
+            if blob is None:
+                return None
+            self._texts[name] = blob.data_stream.read().decode(errors="replace")
+        return self._texts[name]
+
+    # committing
+
+    def commit(self, name: str, status: ReleaseStatus, message: str) -> str | None:
+        """Commit ``status/<name>.yaml`` alone, now; the commit SHA, or None when unchanged."""
+        with self.batch():
+            done = self.commit_later(name, status, message)
+        if self.error is not None:
+            raise GitError(self.error)
+        return done.result()
+
+    def commit_later(self, name: str, status: ReleaseStatus, message: str) -> "Future[str | None]":
+        """Inside :meth:`batch`: the commit, written when the batch ends (its SHA, or None
+        when the text did not change or the batch could not be written)."""
+        if self._queue is None or self._texter is None:
+            raise RuntimeError("commit_later outside StatusStore.batch()")
+        change = self._texter.submit(self._change, name, status, message)
+        done: Future[str | None] = Future()
+        self._queue.append((change, done))
+        return done
+
+    def _change(self, name: str, status: ReleaseStatus, message: str) -> "_Planned | None":
+        old = self._head_text(name)
+        text = render_status(old, status)
+        if text == old:
+            return None
+        self._texts[name] = text  # the next commit of this batch starts from it
+        return _Planned(Change(path=_path(name), data=text.encode(), message=message), status)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Within, :meth:`commit_later` collects commits (their texts made on a background
+        thread); they are written in order, in one go, when the block ends. A batch that
+        cannot be written is logged and kept in :attr:`error`; nothing is raised."""
+        self._queue, self._texter = [], ThreadPoolExecutor(1, thread_name_prefix="convoy-text")
+        self._blobs, self._texts = None, {}  # HEAD may have moved since the last batch
+        try:
+            yield
+        finally:
+            queue, self._queue = self._queue, None
+            self._texter.shutdown(wait=True)
+            self._texter = None
+            self._write(queue)
+            self._blobs, self._texts = None, {}  # HEAD has moved
+
+    def _write(self, queue: list[tuple["Future[_Planned | None]", "Future[str | None]"]]) -> None:
+        self.error, self.landed = None, False
+        planned = [(change.result(), done) for change, done in queue]
+        changes = [p.change for p, _ in planned if p is not None]
+        commits: list[str] = []
+        if changes:
+            commits = self._land(changes)
+        shas = iter(commits)
+        for p, done in planned:
+            done.set_result(next(shas, None) if p is not None else None)
+        if commits and self.cache is not None:
+            self._remember([p for p, _ in planned if p is not None], commits[-1])
+
+    def _land(self, changes: list[Change]) -> list[str]:
+        """Write the batch under the repo lock; its commits (none when not written, which
+        :attr:`error` says, as it says what failed once they landed)."""
+        try:
+            with self.locks.repo():
+                landed = self.writer.write(changes)
+        except (GitError, OSError, StateFailed) as exc:
+            # An OSError here is the marker's (git's own failures are GitErrors).
+            problem = str(exc) if isinstance(exc, GitError) else problem_of(self.writer.marker, exc)
+            self.error = f"status commits not written: {problem}"
+            log.error("%s", self.error)
+            return []
+        self.landed = True
+        if landed.problem is not None and landed.repaired:
+            log.warning(
+                "status commits written; the index was put back as HEAD has it after: %s",
+                landed.problem,
+            )
+        elif landed.problem is not None:
+            self.error = (
+                f"status commits written, but the index and working tree of {STATUS_DIR}/ "
+                f"are not as HEAD has them ({landed.problem}); the next tick puts them back"
+            )
+            log.error("%s", self.error)
+        return landed.commits
+
+    def _remember(self, planned: list["_Planned"], tip: str) -> None:
+        """Put the committed statuses in the parse cache under their blob ids (one
+        ``git ls-tree`` of the status folder)."""
+        assert self.cache is not None
+        listing = self.writer.git("ls-tree", "-z", tip, f"{STATUS_DIR}/", strip=False)
+        blobs = {}
+        for line in filter(None, listing.split("\0")):
+            info, path = line.split("\t", 1)
+            blobs[path] = info.split()[2]
+        newest = {p.change.path: p.status for p in planned}  # the last of a path wins
+        for path, status in newest.items():
+            if path in blobs:
+                self.cache.put(path, blobs[path], status.dump_status())
+
+    # pushing
+
+    def push(self) -> PushResult:
+        """Push the branch; a rejected push is fetched, rebased and retried (never raises)."""
+        return self.pusher.push()
+
+
+@dataclass(frozen=True)
+class _Planned:
+    change: Change
+    status: ReleaseStatus
+
+
+def _path(name: str) -> str:
+    return f"{STATUS_DIR}/{check_file_name(name)}.yaml"
+
+
+def _load_blob(blob: git.Blob, cache: ParseCache | None) -> ReleaseStatus | None:
+    """The status in ``blob``; None (with a warning) when it cannot be read."""
+    path = str(blob.path)
+    cached = cache.get(path, blob.hexsha) if cache is not None else None
+    if cached is not None:
+        return ReleaseStatus.model_validate(cached)
+    try:
+        status = parse_status(blob.data_stream.read(), path)
+    except ValueError as exc:
+        log.warning("%s; treated as an empty status", exc)
+        return None
+    if cache is not None:
+        cache.put(path, blob.hexsha, status.dump_status())
+    return status
+
+
+def _parse_or_warn(text: bytes | str, source: str) -> ReleaseStatus:
+    try:
+        return parse_status(text, source)
+    except ValueError as exc:
+        log.warning("%s; treated as an empty status", exc)
+        return ReleaseStatus()

@@ -1,0 +1,454 @@
+"""A tick over many Releases: observe, pick the due ones, reconcile each under its lock,
+commit changed statuses, garbage-collect renders once, push once, then notify.
+
+This is the library call that the CLI and the Dagster assets both make. Does I/O.
+"""
+
+import gc
+import logging
+import threading
+from collections.abc import Iterator, Sequence, Set
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+
+from convoy_batch.engine.handler import Handled, sync_handler
+from convoy_batch.engine.stages.outcome import failed
+from convoy_batch.engine.stages.render import resolve_cluster, stage_render
+from convoy_batch.engine.tick import DeployerFactory, Tick, make_deployer
+from convoy_batch.errors import (
+    ConvoyError,
+    InvalidRelease,
+    StateFailed,
+    UsageError,
+)
+from convoy_batch.health.cel import rules_for
+from convoy_batch.health.observer import observe
+from convoy_batch.models import Cluster, ReleaseInventory, ReleaseStatus, RolloutState
+from convoy_batch.notify import Notifier, ReleaseFacts, TickFacts
+from convoy_batch.reconcile import handle_release, pending_force_sync, source_revision
+from convoy_batch.repo.clone import Clone, remote_url, tick_clone
+from convoy_batch.repo.clone import finish as finish_clone
+from convoy_batch.repo.gitops import ReleaseEntry
+from convoy_batch.rollout.due import DueReason, due_reasons, health_snapshot
+from convoy_batch.state.files import os_problem
+from convoy_batch.state.locks import LockBusy
+
+log = logging.getLogger("convoy_batch")
+
+
+@dataclass
+class TickReport:
+    handled: list[Handled] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Releases not reconciled, with why (not due, busy)."""
+    push_warning: str | None = None
+    commit_error: str | None = None
+    """Why the status commits of the tick were not written (they are on a later tick)."""
+
+    @property
+    def errored(self) -> bool:
+        return self.commit_error is not None or any(h.outcome.is_error for h in self.handled)
+
+
+def observe_release(
+    tick: Tick, entry: ReleaseEntry, *, save: bool = True
+) -> ReleaseInventory | None:
+    """Refresh the health of one Release's inventory; None when it cannot be observed.
+    ``save=False`` leaves the write to the caller (:meth:`Tick.save_inventory`)."""
+    release = entry.release
+    if release is None:
+        return None
+    try:
+        inventory = tick.inventory(release.name)
+    except StateFailed:
+        return None  # the reconcile reports it, as the Release's error
+    if not inventory.entries:
+        return inventory
+    try:
+        cluster = resolve_cluster(tick, release)
+        rules = rules_for(release, cluster, tick.programs, tick.health_memo(cluster))
+        observed = observe(inventory, tick.deployer(cluster), tick.now, rules)
+        tick.note_inventory(observed)
+        if save:
+            tick.save_inventory(release.name)
+    except ConvoyError as exc:
+        log.warning("%s: not observed: %s", release.name, exc)
+        return inventory
+    return observed
+
+
+def is_due(
+    tick: Tick, entry: ReleaseEntry, inventory: ReleaseInventory | None, full: bool
+) -> Sequence[DueReason]:
+    release = entry.release
+    if release is None:
+        return [DueReason.INVALID_RELEASE]
+    status = tick.status(release.name)
+    try:
+        force = pending_force_sync(tick, release, status) is not None
+    except InvalidRelease:
+        return [DueReason.INVALID_FORCE_SYNC]
+    return due_reasons(
+        release,
+        status,
+        tick.memo(release.name),
+        health=health_snapshot(inventory) if inventory is not None else None,
+        release_blob=entry.blob,
+        source_revision=source_revision(tick, entry),
+        force_pending=force,
+        full_resync=full,
+        now=tick.now,
+    )
+
+
+def progressing(tick: Tick, entry: ReleaseEntry) -> bool:
+    """Whether the Release's rollout is Progressing (its health can wake it up)."""
+    rollout = tick.status(entry.name).rollout
+    return rollout is not None and rollout.state == RolloutState.PROGRESSING
+
+
+def select(tick: Tick, names: Sequence[str]) -> list[ReleaseEntry]:
+    releases = tick.snapshot.releases
+    unknown = [n for n in names if n not in releases]
+    if unknown:
+        raise UsageError(f"not a Release in releases/: {', '.join(unknown)}")
+    return [releases[n] for n in names] if names else [releases[n] for n in sorted(releases)]
+
+
+GC_THRESHOLD = (50_000, 20, 100)
+"""Python's cycle collector during a tick: a tick makes a few hundred thousand objects
+that live until it ends (models, parsed manifests, inventories), and with the default
+thresholds (700, 10, 10) the collector walks them again and again: a quarter of a
+steady tick of 1,000 Releases (bench/tick.py: 1.6 s against 1.25 s). Collections still
+run, about 70 times less often."""
+
+
+class _Collections:
+    """:data:`GC_THRESHOLD` while at least one tick of this process runs; the host's own
+    thresholds (a Dagster process) come back when the last one ends."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running = 0
+        self.host = gc.get_threshold()
+
+    @contextmanager
+    def fewer(self) -> Iterator[None]:
+        with self.lock:
+            if self.running == 0:
+                self.host = gc.get_threshold()
+                gc.set_threshold(*GC_THRESHOLD)
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.running -= 1
+                if self.running == 0:
+                    gc.set_threshold(*self.host)
+
+
+fewer_collections = _Collections().fewer
+
+
+PARALLEL_RELEASES = 32
+"""Releases of one cluster wave on Kubernetes reconciled at once: their time is mostly
+waiting for the API server."""
+
+
+def due_entries(
+    tick: Tick,
+    entries: Sequence[ReleaseEntry],
+    names: Sequence[str],
+    all_releases: bool,
+    observe_first: bool,
+    report: TickReport,
+) -> list[ReleaseEntry]:
+    """The entries to reconcile (named ones, else the due ones and those a killed tick
+    left a record for), with their health observed; the others go to ``report.skipped``
+    with the health seen of them written."""
+    due = []
+    unfinished = tick.stores.intents.names()  # a killed tick's decisions: completed first
+    for entry in entries:
+        # Health is read where it matters: a Progressing Release (its wake-ups depend on
+        # it) and every Release about to be reconciled (the verdict and lastHealthy).
+        inventory = None
+        if observe_first and (names or all_releases or progressing(tick, entry)):
+            inventory = observe_release(tick, entry, save=False)
+        if not names and entry.name not in unfinished:
+            if not is_due(tick, entry, inventory, all_releases):
+                report.skipped[entry.name] = "not due"
+                if inventory is not None:
+                    _save_observed(tick, entry)
+                continue
+            if observe_first and inventory is None:
+                observe_release(tick, entry, save=False)
+        due.append(entry)
+    return due
+
+
+def _reconcile_due(
+    tick: Tick,
+    entries: Sequence[ReleaseEntry],
+    names: Sequence[str],
+    all_releases: bool,
+    observe_first: bool,
+    report: TickReport,
+) -> None:
+    """Reconcile, each under its lock, the named Releases or the due ones."""
+    due = due_entries(tick, entries, names, all_releases, observe_first, report)
+    results: dict[str, Handled | str] = {}
+    for group in by_cluster_wave(tick, due):
+        # The cluster wave gate reads only lower waves, which are done by then.
+        remote = [e for e in group if _on_kubernetes(tick, e)]
+        for entry in group:
+            if entry not in remote:
+                results[entry.name] = _handle_locked(tick, entry)
+        _render_in_order(tick, remote)
+        with ThreadPoolExecutor(PARALLEL_RELEASES, thread_name_prefix="convoy") as pool:
+            for entry, result in zip(
+                remote, pool.map(partial(_handle_locked, tick), remote), strict=True
+            ):
+                results[entry.name] = result
+    for entry in due:  # reported in the repository's order, whatever finished first
+        result = results[entry.name]
+        if isinstance(result, str):
+            report.skipped[entry.name] = result
+        else:
+            report.handled.append(result)
+
+
+def _render_in_order(tick: Tick, entries: Sequence[ReleaseEntry]) -> None:
+    """Render the Releases one by one in repository order before they are reconciled side
+    by side, so which Release owns an object shared by two renders does not depend on
+    which thread comes first (rendering is CPU-bound: nothing is lost). A render that
+    fails fails again, and is reported, when its Release is reconciled."""
+    for entry in entries:
+        if entry.release is not None:
+            try:
+                stage_render(tick, entry.release)
+            except ConvoyError:
+                continue
+
+
+def _save_observed(tick: Tick, entry: ReleaseEntry) -> None:
+    """Write the health observed of a Release that is not reconciled (when it is, its
+    inventory is written once, after the reconcile)."""
+    try:
+        tick.save_inventory(entry.name)
+    except StateFailed as exc:
+        log.warning("%s: health not recorded: %s", entry.name, exc)
+
+
+def _handle_locked(tick: Tick, entry: ReleaseEntry) -> "Handled | str":
+    try:
+        with tick.stores.locks.release(entry.name):
+            return handle_release(tick, entry)
+    except LockBusy:
+        return "another reconcile holds its lock"
+    except StateFailed as exc:  # its lock file cannot be used
+        outcome = failed(exc)
+        empty = ReleaseInventory(release=entry.name)
+        return sync_handler(tick, entry.name, entry.release, outcome, empty, None)
+
+
+def cluster_of(tick: Tick, entry: ReleaseEntry) -> Cluster | None:
+    return tick.snapshot.clusters.get(entry.release.spec.cluster) if entry.release else None
+
+
+def _on_kubernetes(tick: Tick, entry: ReleaseEntry) -> bool:
+    cluster = cluster_of(tick, entry)
+    return cluster is not None and cluster.spec.kubernetes is not None
+
+
+def by_cluster_wave(tick: Tick, entries: Sequence[ReleaseEntry]) -> list[list[ReleaseEntry]]:
+    """Entries grouped by their Cluster's wave, lowest first (no Cluster: first)."""
+    groups: dict[int, list[ReleaseEntry]] = {}
+    for entry in entries:
+        cluster = cluster_of(tick, entry)
+        groups.setdefault(cluster.spec.wave if cluster else -(2**31), []).append(entry)
+    return [groups[wave] for wave in sorted(groups)]
+
+
+def run_tick(
+    repo: Path,
+    state_dir: Path,
+    now: datetime,
+    names: Sequence[str] = (),
+    *,
+    all_releases: bool = False,
+    forced: Set[str] = frozenset(),
+    observe_first: bool = True,
+    deployer_factory: DeployerFactory = make_deployer,
+    shard: Set[str] | None = None,
+) -> TickReport:
+    """One tick: named Releases are reconciled whether due or not; otherwise the due ones
+    (every one with ``all_releases``, which is also the full resync of SPEC 13).
+    ``deployer_factory`` builds each Cluster's deployer (tests inject failures there).
+    ``shard``: only these Releases, one part of a tick run by several processes
+    (:mod:`convoy_batch.ticks.shards`); the render garbage collection and the push are left to
+    the caller, once every part is done (:func:`finish_tick`)."""
+    # A shard works in its parent's clone, which the parent brought up to date.
+    clones = tick_clone(repo, state_dir) if shard is None else nullcontext(None)
+    with fewer_collections(), clones as clone:
+        return _run_tick(
+            repo,
+            state_dir,
+            now,
+            names,
+            all_releases,
+            forced,
+            observe_first,
+            deployer_factory,
+            shard,
+            clone,
+        )
+
+
+def _run_tick(
+    repo: Path,
+    state_dir: Path,
+    now: datetime,
+    names: Sequence[str],
+    all_releases: bool,
+    forced: Set[str],
+    observe_first: bool,
+    deployer_factory: DeployerFactory,
+    shard: Set[str] | None,
+    clone: Clone | None,
+) -> TickReport:
+    tick = Tick.open(repo, state_dir, now, forced=forced, deployer_factory=deployer_factory)
+    entries = select(tick, names)
+    if shard is not None:
+        entries = [e for e in entries if e.name in shard]
+    # The events of this tick's status commits (a shard's are its caller's to deliver).
+    notifier = Notifier.open(notification_facts(tick)) if shard is None else None
+    report = TickReport()
+    with tick.status_store.batch():
+        _reconcile_due(tick, entries, names, all_releases, observe_first, report)
+    report.commit_error = tick.status_store.error
+    # Statuses of this tick that HEAD lacks (commits not written) must not steer the GC.
+    in_git = tick.status_store.error is None or tick.status_store.landed
+    # The decisions are in git: their records can go (from a clone, once they are kept
+    # on the remote or in the state directory: see _finish).
+    if in_git and remote_url() is None:
+        for handled in report.handled:
+            tick.stores.intents.clear(handled.name)
+    unstored = _unstored(tick.stores.writer.drain())  # renders on disk before the GC looks
+    if shard is None:
+        report.push_warning = _finish(
+            tick,
+            {h.name for h in report.handled},
+            in_git and not unstored and any(h.outcome.persisted for h in report.handled),
+            any(h.commit for h in report.handled),
+            clone,
+        )
+    if notifier is not None:  # the events of the status commits, now they have landed
+        notifier.deliver()
+    tick.close()
+    return report
+
+
+def _unstored(failed: Sequence[tuple[Path, OSError]]) -> bool:
+    """Report the background writes that failed and no Release settled (each Release
+    settles its own render: none should be left); whether there were any."""
+    for path, exc in failed:
+        log.warning("not stored (made again when needed): %s", os_problem(path, exc))
+    return bool(failed)
+
+
+def notification_facts(tick: Tick) -> TickFacts:
+    """What the tick's notifications read of it (the Alerts' selectors: each Release's
+    Cluster and labels at the commit the tick starts from)."""
+    releases = {
+        name: ReleaseFacts(name, entry.release.spec.cluster, entry.release.metadata.labels)
+        for name, entry in tick.snapshot.releases.items()
+        if entry.release is not None
+    }
+    return TickFacts(
+        repo=tick.repo.repo,
+        start=tick.snapshot.commit,
+        state_dir=tick.stores.state_dir,
+        locks=tick.stores.locks,
+        now=tick.now,
+        releases=releases,
+        cache=tick.cache("repo"),
+    )
+
+
+def _finish(
+    tick: Tick, handled: Set[str], persisted: bool, committed: bool, clone: Clone | None = None
+) -> str | None:
+    """The end of a tick, once its statuses are committed: the render garbage collection
+    (when a render was stored) and the push (when a status was committed; in a clone,
+    when it holds commits the remote lacks); the push's warning."""
+    # A status file that could not be read may refer to renders nobody else knows of
+    # (its last healthy one): no garbage collection until it is readable or rewritten.
+    unknown = tick.status_store.unreadable - handled
+    if persisted and not unknown:
+        tick.stores.renders.gc(referenced_renders(tick))
+    if clone is None:
+        return tick.status_store.push().warning if committed else None
+    warning, kept = finish_clone(tick.status_store.pusher, clone)
+    if kept:
+        _drop_kept_records(tick)
+    return warning
+
+
+def _drop_kept_records(tick: Tick) -> None:
+    """Remove the write-ahead records whose status HEAD holds, once a clone's commits are
+    kept (pushed, or in the state directory's bundle): the clone itself may not outlive
+    the run."""
+    intents = tick.stores.intents
+    for name in intents.names():
+        intent = intents.load(name)
+        if intent is not None and tick.status_store.load(name) == intent.status:
+            intents.clear(name)
+
+
+def finish_tick(
+    repo: Path,
+    state_dir: Path,
+    now: datetime,
+    handled: Set[str],
+    persisted: bool,
+    committed: bool,
+    clone: Clone | None = None,
+) -> str | None:
+    """:func:`_finish` for a tick whose parts ran as shards, once all are done (the
+    statuses read again: the shards committed them)."""
+    tick = Tick.open(repo, state_dir, now)
+    try:
+        return _finish(tick, handled, persisted, committed, clone)
+    finally:
+        tick.close()
+
+
+def referenced_renders(tick: Tick) -> set[str]:
+    """Every renderRef a status file or a write-ahead record refers to (rollout,
+    attempts, history; the record's step)."""
+    statuses = list(tick.statuses.values())
+    refs: set[str] = set()
+    for name in tick.stores.intents.names():
+        intent = tick.stores.intents.load(name)
+        if intent is not None:
+            statuses.append(intent.status)
+            refs.add(intent.step.render_ref)
+    for status in statuses:
+        refs.update(status_renders(status))
+    return refs
+
+
+def status_renders(status: ReleaseStatus) -> set[str]:
+    """The renderRefs one status refers to."""
+    records = [status.last_successful, status.last_healthy, *status.history]
+    refs = {r.render_ref for r in records if r is not None}
+    if status.rollout is not None:
+        refs.add(status.rollout.render_ref)
+    if status.last_attempted is not None and status.last_attempted.render_ref:
+        refs.add(status.last_attempted.render_ref)
+    return refs

@@ -1,0 +1,199 @@
+"""A tick run by several processes: one shard per Cluster, cluster wave by cluster wave.
+
+A tick of a fleet is CPU work in Python (parsing, rendering, comparing), which one process
+does on one core. :func:`run_sharded` splits it by Cluster: the Clusters of one cluster
+wave are dealt into at most ``jobs`` shards that run side by side in worker processes, and
+a wave starts once the lower waves are done and committed, so the convoy gate reads
+finished statuses. Each shard is a tick of its own Releases
+(:func:`convoy_batch.ticks.runner.run_tick` with ``shard``): it holds their locks, writes their
+write-ahead records and commits their statuses under the repository lock, as any tick
+does, so every rule of a single tick holds. The render garbage collection, the push and
+the notifications run once, after the last wave (:func:`finish_tick`).
+
+A shard's report comes back to the parent as plain data (:meth:`Handled.settled`), so the
+CLI and the Dagster op report a sharded tick as they report one tick. Does I/O
+(processes, through the runner).
+"""
+
+import logging
+import multiprocessing
+from collections.abc import Sequence, Set
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from convoy_batch.engine.tick import Tick
+from convoy_batch.notify import Notifier
+from convoy_batch.repo.clone import tick_clone
+from convoy_batch.ticks.runner import (
+    TickReport,
+    by_cluster_wave,
+    cluster_of,
+    due_entries,
+    fewer_collections,
+    finish_tick,
+    notification_facts,
+    run_tick,
+    select,
+)
+
+log = logging.getLogger("convoy_batch")
+
+
+@dataclass(frozen=True)
+class Shard:
+    """The Releases of some Clusters of one wave (``""``: Releases whose Cluster is
+    missing or unknown)."""
+
+    clusters: tuple[str, ...]
+    releases: frozenset[str]
+
+
+def plan_shards(tick: Tick, jobs: int, names: Sequence[str] = ()) -> list[list[Shard]]:
+    """The shards of a tick, grouped by cluster wave, lowest first: at most ``jobs`` per
+    wave, each a whole number of Clusters, as even in Releases as a greedy fill makes
+    them (the largest Cluster into the lightest shard). One shard per worker and wave,
+    not one per Cluster: each shard opens the tick once (reads the repository's Releases
+    and statuses), which a fleet of small Clusters would otherwise pay again and again."""
+    waves = []
+    for group in by_cluster_wave(tick, select(tick, names)):
+        clusters: dict[str, set[str]] = {}
+        for entry in group:
+            cluster = cluster_of(tick, entry)
+            clusters.setdefault(cluster.name if cluster else "", set()).add(entry.name)
+        bins: list[tuple[list[str], set[str]]] = [([], set()) for _ in range(jobs)]
+        for name, releases in sorted(clusters.items(), key=lambda c: (-len(c[1]), c[0])):
+            lightest = min(bins, key=lambda b: len(b[1]))
+            lightest[0].append(name)
+            lightest[1].update(releases)
+        waves.append([Shard(tuple(sorted(c)), frozenset(r)) for c, r in bins if r])
+    return waves
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One shard's tick, as a worker process runs it."""
+
+    repo: Path
+    state_dir: Path
+    now: datetime
+    names: tuple[str, ...]
+    all_releases: bool
+    forced: frozenset[str]
+    observe_first: bool
+    releases: frozenset[str]
+
+
+def _run_part(part: _Part) -> TickReport:
+    report = run_tick(
+        part.repo,
+        part.state_dir,
+        part.now,
+        part.names,
+        all_releases=part.all_releases,
+        forced=part.forced,
+        observe_first=part.observe_first,
+        shard=part.releases,
+    )
+    report.handled = [h.settled() for h in report.handled]  # sent back to the parent
+    return report
+
+
+def _log_like(level: int) -> None:
+    """A worker logs as the CLI does (it is a fresh interpreter)."""
+    logging.basicConfig(level=level, format="%(levelname)s %(message)s")
+
+
+def run_sharded(
+    repo: Path,
+    state_dir: Path,
+    now: datetime,
+    jobs: int,
+    names: Sequence[str] = (),
+    *,
+    all_releases: bool = False,
+    forced: Set[str] = frozenset(),
+    observe_first: bool = True,
+) -> TickReport:
+    """One tick, its shards on up to ``jobs`` worker processes (see module doc): the
+    report of a single tick, the Releases in the order it gives them. A clone of the
+    remote is brought up to date once, here, and its shards work in it."""
+    with tick_clone(repo, state_dir) as clone, fewer_collections():
+        tick = Tick.open(repo, state_dir, now)
+        try:
+            # Opened before the shards commit, so that their commits are its events.
+            notifier = Notifier.open(notification_facts(tick))
+            report = _run_waves(tick, jobs, names, all_releases, forced, observe_first)
+            if report.handled or clone is not None:
+                report.push_warning = finish_tick(
+                    repo,
+                    state_dir,
+                    now,
+                    {h.name for h in report.handled},
+                    any(h.outcome.persisted for h in report.handled),
+                    any(h.commit for h in report.handled),
+                    clone,
+                )
+            if notifier is not None:
+                notifier.deliver()
+            return report
+        finally:
+            tick.close()
+
+
+def _run_waves(
+    tick: Tick,
+    jobs: int,
+    names: Sequence[str],
+    all_releases: bool,
+    forced: Set[str],
+    observe_first: bool,
+) -> TickReport:
+    entries = select(tick, names)
+    order = {e.name: i for i, e in enumerate(entries)}
+    # What is due is found here, once: a quiet tick starts no worker, and each shard is
+    # given its due Releases by name. Named Releases and --all are every one of them.
+    chosen = TickReport()
+    if names or all_releases:
+        due = [e.name for e in entries]
+    else:
+        due = [e.name for e in due_entries(tick, entries, (), False, observe_first, chosen)]
+    if not due:
+        return chosen
+    waves = plan_shards(tick, jobs, due)
+    repo, state_dir, now = tick.repo.path, tick.stores.state_dir, tick.now
+    parts: list[TickReport] = [chosen]
+    widest = max((len(w) for w in waves), default=1)
+    context = multiprocessing.get_context("spawn")  # no fork of a process with threads
+    level = logging.getLogger().getEffectiveLevel()
+    with ProcessPoolExecutor(
+        min(jobs, widest), mp_context=context, initializer=_log_like, initargs=(level,)
+    ) as pool:
+        for wave in waves:
+            work = [
+                _Part(
+                    repo,
+                    state_dir,
+                    now,
+                    tuple(n for n in due if n in shard.releases),
+                    all_releases,
+                    frozenset(forced & shard.releases),
+                    observe_first,
+                    shard.releases,
+                )
+                for shard in wave
+            ]
+            parts.extend(pool.map(_run_part, work))
+    return _merge(parts, order)
+
+
+def _merge(parts: Sequence[TickReport], order: dict[str, int]) -> TickReport:
+    """The parts as one report, each Release where a single tick would report it."""
+    skipped = sorted((x for p in parts for x in p.skipped.items()), key=lambda x: order[x[0]])
+    errors = [p.commit_error for p in parts if p.commit_error]
+    return TickReport(
+        handled=sorted((h for p in parts for h in p.handled), key=lambda h: order[h.name]),
+        skipped=dict(skipped),
+        commit_error="; ".join(errors) if errors else None,
+    )

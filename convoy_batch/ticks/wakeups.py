@@ -1,0 +1,129 @@
+"""Wake-ups between ticks (SPEC 13 items 2-4), for a sensor that starts reconciles promptly.
+
+Library code without Dagster: the Dagster sensor in :mod:`convoy_batch.definitions` is a
+thin shell over :func:`wake_keys` and :func:`woken`. Does I/O: reads the repository, and
+observes each Progressing Release (the observer writes health into its inventory) under
+the Release's lock, skipping Releases whose lock is held.
+"""
+
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from convoy_batch.engine.tick import Tick, default_state_dir
+from convoy_batch.models import ReleaseInventory, Rollout, TickRecord
+from convoy_batch.repo.clone import fetch_for_reading, remote_url
+from convoy_batch.repo.gitops import GitOpsRepo, ReleaseEntry
+from convoy_batch.rollout.due import DueReason, health_snapshot
+from convoy_batch.state.locks import LockBusy
+from convoy_batch.ticks.runner import is_due, observe_release, progressing
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What a wake-up key is made of."""
+
+    entry: ReleaseEntry
+    inventory: ReleaseInventory | None
+    memo: TickRecord
+    rollout: Rollout | None
+
+
+def _health_key(seen: _Seen) -> str:
+    health = health_snapshot(seen.inventory or ReleaseInventory(release=seen.entry.name))
+    return f"health:{seen.memo.last_reconcile_at}:{_digest(health)}"
+
+
+def _deadline_key(seen: _Seen) -> str | None:
+    rollout = seen.rollout
+    return f"deadline:{rollout.render_ref}:{rollout.started_at}" if rollout else None
+
+
+def _release_key(seen: _Seen) -> str:
+    return f"release:{seen.entry.blob}"
+
+
+KEYS: Mapping[DueReason, Callable[[_Seen], str | None]] = {
+    DueReason.HEALTH_CHANGED: _health_key,
+    DueReason.DEADLINE_PASSED: _deadline_key,
+    DueReason.RELEASE_CHANGED: _release_key,
+    # A new Release file is a file change: reconcile it now, not at the next tick.
+    DueReason.NEVER_RECONCILED: _release_key,
+    # Keyed by the remembered revision: it changes once the new source is reconciled.
+    DueReason.SOURCE_CHANGED: lambda seen: f"source:{seen.memo.source_revision}",
+    DueReason.FORCED_SYNC: lambda seen: f"forced sync:{seen.memo.last_reconcile_at}",
+}
+"""One key per wake-up cause: the same cause keeps the same key until reconciled."""
+
+WAKE_REASONS = frozenset(KEYS)
+"""Reasons of :func:`convoy_batch.ticks.runner.is_due` that wake a Release between ticks;
+the interval is the schedule's business."""
+
+
+def release_names(repo: Path) -> list[str]:
+    """The Releases in ``releases/`` at HEAD, valid or not (one partition each); a clone
+    of the remote is fetched first (:mod:`convoy_batch.repo.clone`)."""
+    if remote_url() is not None:
+        fetch_for_reading(repo, default_state_dir(repo))
+    return sorted(GitOpsRepo(repo).snapshot().releases)
+
+
+def _digest(value: object) -> str:
+    return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
+
+
+def _keys(tick: Tick, entry: ReleaseEntry, inventory: ReleaseInventory | None) -> set[str]:
+    reasons = set(is_due(tick, entry, inventory, False)) & WAKE_REASONS
+    seen = _Seen(
+        entry, inventory, tick.stores.ticks.load(entry.name), tick.status(entry.name).rollout
+    )
+    keys = (KEYS[reason](seen) for reason in reasons)
+    return {key for key in keys if key is not None}
+
+
+def wake_keys(repo: Path, state_dir: Path, now: datetime) -> dict[str, set[str]]:
+    """Release -> the keys of its current wake-up causes (empty: none). Only a
+    Progressing Release is observed (health wakes nothing else up, as in a tick's
+    :func:`convoy_batch.ticks.runner.due_entries`); Releases whose lock is held (a reconcile
+    is running) are left out. A clone of the remote is fetched first."""
+    fetch_for_reading(repo, state_dir)
+    tick = Tick.open(repo, state_dir, now)
+    found: dict[str, set[str]] = {}
+    for name in sorted(tick.snapshot.releases):
+        entry = tick.snapshot.releases[name]
+        try:
+            with tick.stores.locks.release(name):
+                inventory = observe_release(tick, entry) if progressing(tick, entry) else None
+                found[name] = _keys(tick, entry, inventory)
+        except LockBusy:
+            continue
+    return found
+
+
+def woken(current: Mapping[str, Iterable[str]], seen: Mapping[str, Iterable[str]]) -> list[str]:
+    """Releases with a wake-up cause not already acted on (``seen``: the last keys)."""
+    return sorted(name for name, keys in current.items() if set(keys) - set(seen.get(name, ())))
+
+
+TAG_LIMIT = 200
+"""The longest value of a wake-up run's ``convoy/woken`` tag."""
+
+
+def woken_tag(names: Sequence[str], limit: int = TAG_LIMIT) -> str:
+    """The woken Releases for a run's tag: all of them, comma-separated, or as many whole
+    names as fit in ``limit`` characters followed by how many more."""
+    text = ",".join(names)
+    if len(text) <= limit:
+        return text
+    shown: list[str] = []
+    length = 0
+    for name in names:
+        grown = length + (1 if shown else 0) + len(name)
+        if grown + len(f" and {len(names) - len(shown) - 1} more") > limit:
+            break
+        shown.append(name)
+        length = grown
+    more = len(names) - len(shown)
+    return f"{','.join(shown)} and {more} more" if shown else f"{more} Releases"

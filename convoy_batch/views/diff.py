@@ -1,0 +1,349 @@
+"""``diff`` (issue 13): what reconciling the Releases as they are at a revision would
+change, against what is applied now. Reads the repository, the state directory and
+(with ``live``) the clusters; writes nothing: no commit, no apply, no store, inventory
+or ref write.
+
+Decided:
+- The Releases, Clusters and sources of this repository (no ``url``, no ``ref``, no
+  ``pin``) are read at the revision; a source with a ``url``, a ``ref`` or a ``pin`` is
+  read where the Release at the revision points, as a tick after the merge would (a
+  remote source is fetched into the source cache, as a tick does). Statuses are HEAD's.
+- "Applied now" is each inventory entry's object as its applied render holds it (the
+  render store). A Release this state directory never applied is compared with its
+  render at HEAD (a CI job's fresh state directory: what the merge changes); ``live``
+  compares with the cluster (every field the render sets, as the server shows it),
+  without the hooks their delete policy deleted for this render (a tick does not create
+  them again; one still live shows as removed, as the tick deletes it).
+- Objects match by identity (group, kind, namespace, name), so a new apiVersion of the
+  same object is a change, not a removal and an addition. The convoy label and render
+  annotation are left out of the comparison.
+- A Release whose file is gone at the revision is reported; its objects stay (convoy-batch
+  stops managing them and prunes nothing).
+- ``--exit-code`` counts a Release that :attr:`ReleaseDiff.differs`: an object added,
+  changed or removed (not one kept by ``prune: false``), the Release gone, or a plan
+  that moves the rollout (its state, or the render it follows). A plan line alone (a
+  re-apply of unchanged objects, a gate) is not a change.
+"""
+
+import difflib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import yaml
+
+from convoy_batch.deployers.kubediff import as_stored, covers
+from convoy_batch.engine.stages.hooks import deleted_hooks
+from convoy_batch.engine.stages.render import resolve_cluster, stage_render
+from convoy_batch.engine.tick import Tick
+from convoy_batch.errors import ConvoyError
+from convoy_batch.models import (
+    ANNOTATION_RENDER,
+    LABEL_RELEASE,
+    Identity,
+    ObjectKey,
+    ReleaseInventory,
+    key_of,
+)
+from convoy_batch.renderers.pipeline import Manifest, Render
+from convoy_batch.repo.gitops import ReleaseEntry
+from convoy_batch.views.inspect import plan_entry
+
+Change = Literal["added", "changed", "removed", "kept"]
+"""``kept``: gone from the render but not pruned (``prune: false``)."""
+Against = Literal["applied", "live", "HEAD"]
+MASK = "***"
+_SERVER_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+
+
+@dataclass(frozen=True)
+class ObjectChange:
+    key: ObjectKey
+    change: Change
+    diff: tuple[str, ...] = ()
+    """The unified diff of the object's YAML (``changed`` only), Secret values masked."""
+
+
+@dataclass(frozen=True)
+class ReleaseDiff:
+    name: str
+    cluster: str | None = None
+    against: Against | None = None
+    changes: tuple[ObjectChange, ...] = ()
+    current: int = 0
+    """Objects applied now (the baseline's)."""
+    plan: dict[str, Any] | None = None
+    plan_line: str = ""
+    error: str | None = None
+    """One line: the Release cannot be rendered (or read) at the revision."""
+    gone: bool = False
+    """The Release's file is gone at the revision."""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """An object would be added, changed or removed, or the Release is gone."""
+        return self.gone or any(c.change != "kept" for c in self.changes)
+
+    @property
+    def rollout_changes(self) -> bool:
+        """The plan moves the rollout: to another state, or to another render (a new
+        render that opens a rollout while one is Progressing). A re-apply that changes
+        no object, a gate or a wait moves nothing."""
+        plan = self.plan or {}
+        state = plan.get("from") != plan.get("to")
+        return state or plan.get("fromRender") != plan.get("toRender")
+
+    @property
+    def differs(self) -> bool:
+        """What ``--exit-code`` counts: :attr:`changed` or :attr:`rollout_changes`."""
+        return self.changed or self.rollout_changes
+
+    def count(self, change: Change) -> int:
+        return sum(1 for c in self.changes if c.change == change)
+
+
+@dataclass(frozen=True)
+class _Baseline:
+    """What is there now: identity -> (key, manifest or None when unknown, prunable)."""
+
+    against: Against
+    objects: dict[Identity, tuple[ObjectKey, Manifest | None, bool]]
+
+
+def diff_releases(
+    tick: Tick, head: Tick, names: Sequence[str], live: bool
+) -> tuple[list[ReleaseDiff], list[str]]:
+    """One :class:`ReleaseDiff` per Release (``names``, else every one at the revision
+    and every one gone since HEAD), and the cluster-wide warnings."""
+    at_rev = tick.snapshot.releases
+    diffs = []
+    for name in names or sorted(set(at_rev) | set(head.snapshot.releases)):
+        if name in at_rev:
+            diffs.append(diff_release(tick, head, at_rev[name], live))
+        else:
+            diffs.append(_gone(head, name))
+    return diffs, cluster_warnings(head, diffs)
+
+
+def diff_release(tick: Tick, head: Tick, entry: ReleaseEntry, live: bool) -> ReleaseDiff:
+    name = entry.name
+    row, line = plan_entry(tick, entry)
+    if entry.release is None or row.get("error"):
+        return ReleaseDiff(name, error=line)
+    release = entry.release
+    try:
+        rendered = stage_render(tick, release)  # the render decide made (once a tick)
+        desired, baseline = _sides(tick, head, name, rendered.render, live)
+    except ConvoyError as exc:
+        return ReleaseDiff(name, error=f"{name}: {exc.reason}: {exc}")
+    changes = compare(desired, baseline)
+    result = ReleaseDiff(
+        name, rendered.cluster.name, baseline.against, changes, len(baseline.objects), row, line
+    )
+    deleted = result.count("removed")
+    if deleted and deleted == len(baseline.objects):
+        result.warnings.append(
+            f"{name}: would delete every object of the Release ({deleted} objects)"
+        )
+    return result
+
+
+def _sides(
+    tick: Tick, head: Tick, name: str, render: Render, live: bool
+) -> tuple[dict[Identity, tuple[ObjectKey, Manifest]], "_Baseline"]:
+    """What the render wants and what is there now (reads the stores or the cluster)."""
+    desired = _desired(render)
+    if not live:
+        return desired, _applied(tick, name) or _head_render(head, name)
+    inventory = tick.inventory(name)
+    for ident in deleted_hooks(render, inventory):
+        desired.pop(ident, None)  # a tick does not create them again for this render
+    return desired, _live(tick, render, inventory)
+
+
+def _gone(head: Tick, name: str) -> ReleaseDiff:
+    entry = head.snapshot.releases[name]
+    objects = len(head.inventory(name).entries)
+    cluster = entry.release.spec.cluster if entry.release else None
+    line = f"{name}: gone at the revision: no longer reconciled; its {objects} objects stay"
+    return ReleaseDiff(name, cluster, current=objects, plan_line=line, gone=True)
+
+
+def cluster_warnings(head: Tick, diffs: Sequence[ReleaseDiff]) -> list[str]:
+    """A cluster that would lose more than half of its objects."""
+    shown = {d.name: d for d in diffs}
+    total: dict[str, int] = {}
+    deleted: dict[str, int] = {}
+    for name, entry in head.snapshot.releases.items():
+        if entry.release is not None and name not in shown:
+            cluster = entry.release.spec.cluster
+            total[cluster] = total.get(cluster, 0) + len(head.inventory(name).entries)
+    for d in diffs:
+        if d.cluster is not None:
+            total[d.cluster] = total.get(d.cluster, 0) + d.current
+            deleted[d.cluster] = deleted.get(d.cluster, 0) + d.count("removed")
+    return [
+        f"cluster {cluster}: would delete {gone} of its {total[cluster]} objects (over half)"
+        for cluster, gone in sorted(deleted.items())
+        if gone * 2 > total[cluster]
+    ]
+
+
+# --- The two sides -----------------------------------------------------------------------
+
+
+def unstamped(obj: Mapping[str, Any]) -> Manifest:
+    """``obj`` without what convoy-batch adds to every object (SPEC 3 step 6)."""
+    meta = dict(obj.get("metadata") or {})
+    for name, drop in (("labels", LABEL_RELEASE), ("annotations", ANNOTATION_RENDER)):
+        if isinstance(meta.get(name), Mapping):
+            rest = {k: v for k, v in meta[name].items() if k != drop}
+            if rest:
+                meta[name] = rest
+            else:
+                meta.pop(name)
+    return {**obj, "metadata": meta}
+
+
+def _desired(render: Render) -> dict[Identity, tuple[ObjectKey, Manifest]]:
+    return {o.key.identity(): (o.key, unstamped(o.manifest)) for o in render.objects}
+
+
+def _applied(tick: Tick, name: str) -> _Baseline | None:
+    """The inventory's applied objects, as their applied renders hold them."""
+    entries = [e for e in tick.inventory(name).entries if e.applied_render_ref is not None]
+    if not entries:
+        return None
+    renders: dict[str, dict[Identity, Manifest]] = {}
+    objects: dict[Identity, tuple[ObjectKey, Manifest | None, bool]] = {}
+    for e in entries:
+        ref = str(e.applied_render_ref)
+        if ref not in renders:
+            renders[ref] = _stored_render(tick, ref)
+        objects[e.key.identity()] = (e.key, renders[ref].get(e.key.identity()), e.prune)
+    return _Baseline("applied", objects)
+
+
+def _stored_render(tick: Tick, ref: str) -> dict[Identity, Manifest]:
+    """The objects of a render-store blob by identity (empty when absent or bad)."""
+    blob = tick.stores.renders.get(ref)
+    docs = json.loads(blob) if blob is not None else []
+    return {key_of(d).identity(): d for d in docs if isinstance(d, dict)}
+
+
+def _head_render(head: Tick, name: str) -> _Baseline:
+    """The Release's render at HEAD: nothing when it is not a valid Release there."""
+    entry = head.snapshot.releases.get(name)
+    if entry is None or entry.release is None:
+        return _Baseline("HEAD", {})
+    render = stage_render(head, entry.release).render
+    return _Baseline(
+        "HEAD",
+        {o.key.identity(): (o.key, unstamped(o.manifest), o.prune) for o in render.objects},
+    )
+
+
+def _live(tick: Tick, render: Render, inventory: ReleaseInventory) -> _Baseline:
+    """The render's objects and the inventory's as the cluster shows them."""
+    release = tick.snapshot.releases[inventory.release].release
+    assert release is not None
+    prune = {e.key.identity(): e.prune for e in inventory.entries}
+    keys = {o.key.identity(): o.key for o in render.objects}
+    keys.update({e.key.identity(): e.key for e in inventory.entries})
+    found = tick.deployer(resolve_cluster(tick, release)).get_many(keys.values())
+    objects: dict[Identity, tuple[ObjectKey, Manifest | None, bool]] = {}
+    for key, obj in found.items():
+        if obj is not None:
+            objects[key.identity()] = (key, _from_server(obj), prune.get(key.identity(), True))
+    return _Baseline("live", objects)
+
+
+def _from_server(obj: Mapping[str, Any]) -> Manifest:
+    meta = dict(obj.get("metadata") or {})
+    if isinstance(meta.get("annotations"), Mapping):
+        meta["annotations"] = {
+            k: v for k, v in meta["annotations"].items() if k not in _SERVER_ANNOTATIONS
+        }
+    return unstamped({k: v for k, v in obj.items() if k != "status"} | {"metadata": meta})
+
+
+# --- Comparing ---------------------------------------------------------------------------
+
+
+def compare(
+    desired: Mapping[Identity, tuple[ObjectKey, Manifest]], baseline: _Baseline
+) -> tuple[ObjectChange, ...]:
+    """Added, changed, then removed or kept objects, each in identity order."""
+    now = baseline.objects
+    added = [ObjectChange(key, "added") for ident, (key, _) in sorted(desired.items())
+             if ident not in now]  # fmt: skip
+    changed = []
+    for ident, (key, obj) in sorted(desired.items()):
+        if ident in now:
+            lines = _object_diff(key, now[ident][1], obj, baseline.against)
+            if lines is not None:
+                changed.append(ObjectChange(key, "changed", lines))
+    removed = [
+        ObjectChange(key, "removed" if prune else "kept")
+        for ident, (key, _, prune) in sorted(now.items())
+        if ident not in desired
+    ]
+    return (*added, *changed, *removed)
+
+
+def _object_diff(
+    key: ObjectKey, old: Manifest | None, new: Manifest, against: Against
+) -> tuple[str, ...] | None:
+    """The unified diff when the object changes; None when it does not."""
+    if old is None:
+        return (f"# {key}: its applied render is not in the render store",)
+    if against == "live":
+        new = dict(as_stored(new))
+        if covers(new, old):
+            return None
+        old = project(old, new)
+    elif old == new:
+        return None
+    old, new = mask_secrets(key, old, new)
+    lines = difflib.unified_diff(
+        _yaml(old), _yaml(new), f"{against}/{key}", f"revision/{key}", lineterm=""
+    )
+    return tuple(lines)
+
+
+def project(live: Any, desired: Any) -> Any:
+    """``live`` cut down to the fields ``desired`` sets (lists element by element): the
+    fields an apply of ``desired`` would change, without the server's own."""
+    if isinstance(desired, Mapping) and isinstance(live, Mapping):
+        return {k: project(live[k], desired[k]) for k in desired if k in live}
+    if isinstance(desired, list) and isinstance(live, list) and len(desired) == len(live):
+        return [project(x, d) for x, d in zip(live, desired, strict=True)]
+    return live
+
+
+def mask_secrets(key: ObjectKey, old: Manifest, new: Manifest) -> tuple[Manifest, Manifest]:
+    """A Secret's values (``data`` and ``stringData``) as ``***``, the new side marked
+    ``*** (changed)`` where its value differs, so the diff shows which keys change."""
+    if key.group or key.kind != "Secret":
+        return old, new
+    old, new = dict(old), dict(new)
+    for part in ("data", "stringData"):
+        before, after = _mapping(old.get(part)), _mapping(new.get(part))
+        if before is not None:
+            old[part] = {k: MASK for k in before}
+        if after is not None:
+            new[part] = {
+                k: MASK if before is None or before.get(k, v) == v else f"{MASK} (changed)"
+                for k, v in after.items()
+            }
+    return old, new
+
+
+def _mapping(value: Any) -> Mapping[str, Any] | None:
+    return value if isinstance(value, Mapping) else None
+
+
+def _yaml(obj: Any) -> list[str]:
+    return yaml.safe_dump(obj, sort_keys=True, default_flow_style=False).splitlines()

@@ -1,0 +1,98 @@
+"""``convoy-batch history NAME``: a Release's status log, ``git log -- status/<name>.yaml``
+read as a table: when, old -> new state, reason, render, revision, commit.
+
+Reads committed git objects only (never the working tree or the state directory).
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+import git
+
+from convoy_batch.errors import UsageError
+from convoy_batch.models import ReleaseStatus
+from convoy_batch.rollout.status import short_ref, transition, written_at
+from convoy_batch.status.text import parse_status
+from convoy_batch.timefmt import format_time
+
+
+@dataclass(frozen=True)
+class Change:
+    commit: str
+    time: str
+    before: str
+    after: str
+    reason: str
+    message: str
+    render: str | None
+    revision: str | None
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "time": self.time,
+            "from": self.before,
+            "to": self.after,
+            "reason": self.reason,
+            "message": self.message,
+            "renderRef": self.render,
+            "revision": self.revision,
+            "commit": self.commit,
+        }
+
+
+def _status_at(commit: git.Commit, path: str) -> ReleaseStatus | None:
+    try:
+        blob = commit.tree / path
+    except KeyError:
+        return None
+    try:
+        return parse_status(blob.data_stream.read(), f"{path} at {commit.hexsha[:12]}")
+    except ValueError:
+        return None  # a version that does not parse reads as no status
+
+
+def history(repo_path: Any, name: str) -> list[Change]:
+    """The changes of ``status/<name>.yaml`` on HEAD's history, oldest first."""
+    repo = git.Repo(repo_path)
+    path = f"status/{name}.yaml"
+    commits = list(repo.iter_commits("HEAD", paths=path))
+    if not commits:
+        raise UsageError(f"{path}: no status history")
+    changes = []
+    for commit in reversed(commits):
+        after = _status_at(commit, path)
+        before = _status_at(commit.parents[0], path) if commit.parents else None
+        attempt = after.last_attempted if after is not None else None
+        old, new, reason = transition(before, after)
+        when = written_at(after) or commit.committed_datetime
+        changes.append(
+            Change(
+                commit=commit.hexsha,
+                time=format_time(when),
+                before=old,
+                after=new,
+                reason=reason,
+                message=attempt.message if attempt else "",
+                render=attempt.render_ref if attempt else None,
+                revision=attempt.revision if attempt else None,
+            )
+        )
+    return changes
+
+
+def lines(changes: list[Change]) -> list[str]:
+    """A table a person reads: one line per status commit."""
+    rows = [("TIME", "STATE", "REASON", "RENDER", "REVISION", "COMMIT")]
+    for c in changes:
+        rows.append(
+            (
+                c.time,
+                f"{c.before} -> {c.after}",
+                c.reason,
+                short_ref(c.render),
+                (c.revision or "-")[:12],
+                c.commit[:12],
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]

@@ -1,0 +1,152 @@
+"""Read-only views for the CLI: ``status`` rows and ``plan`` (what the next tick would
+do). Reads the repository and the state directory; writes nothing.
+"""
+
+from collections.abc import Collection
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from git import Repo
+
+from convoy_batch.engine.handler import next_status
+from convoy_batch.engine.stages.render import resolve_cluster
+from convoy_batch.engine.tick import Tick
+from convoy_batch.errors import ConvoyError
+from convoy_batch.health.cel import rules_for
+from convoy_batch.health.observer import observe
+from convoy_batch.models import ReleaseStatus
+from convoy_batch.reasons import GATE_REASONS, Reason
+from convoy_batch.reconcile import decide, pending_force_sync
+from convoy_batch.repo.gitops import ReleaseEntry
+from convoy_batch.rollout import Outcome
+from convoy_batch.rollout.status import short_ref, state_name
+from convoy_batch.ticks.runner import select
+from convoy_batch.timefmt import format_time
+
+
+def status_row(
+    name: str, status: ReleaseStatus, error: str | None, commit: str | None = None
+) -> dict[str, Any]:
+    """What ``status`` prints of one Release: the fields of the Dagster materialization
+    (state, reason, message, renderRef, revision, applied, commit) and since, lastHealthy."""
+    attempt, rollout = status.last_attempted, status.rollout
+    since = rollout.started_at if rollout else (attempt.time if attempt else None)
+    return {
+        "name": name,
+        "state": rollout.state.value if rollout else None,
+        "reason": attempt.reason if attempt else None,
+        "message": attempt.message if attempt else (error or ""),
+        "renderRef": attempt.render_ref if attempt else None,
+        "revision": attempt.revision if attempt else None,
+        "applied": attempt.applied if attempt else False,
+        "commit": commit,
+        "since": format_time(since) if since else None,
+        "lastHealthy": status.last_healthy.render_ref if status.last_healthy else None,
+    }
+
+
+def last_status_commits(repo: Repo, names: Collection[str]) -> dict[str, str]:
+    """Release -> the last commit on HEAD that changed its status file (one ``git log``)."""
+    wanted = {f"status/{n}.yaml": n for n in names}
+    found: dict[str, str] = {}
+    commit = ""
+    log = repo.git.log("--format=%H", "--name-only", "HEAD", "--", "status/")
+    for line in log.splitlines():
+        if len(line) == 40 and "/" not in line:
+            commit = line
+        elif line in wanted and wanted[line] not in found:
+            found[wanted[line]] = commit
+    return found
+
+
+def status_rows(
+    repo: Path, state: Path, now: datetime, name: str | None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    tick = Tick.open(repo, state, now)
+    entries = select(tick, [name] if name else [])
+    commits = last_status_commits(tick.repo.repo, [e.name for e in entries])
+    rows = [status_row(e.name, tick.status(e.name), e.error, commits.get(e.name)) for e in entries]
+    lines = [
+        f"{r['name']:<24} {r['state'] or '-':<12} {r['reason'] or 'never reconciled':<22} "
+        f"render={short_ref(r['renderRef'])} since={r['since'] or '-'}"
+        for r in rows
+    ]
+    return rows, lines
+
+
+def _gate(outcome: Outcome) -> Outcome | None:
+    """The outcome when a gate stops or holds the sync (SPEC 6.2, 7)."""
+    return outcome if outcome.reason in GATE_REASONS else None
+
+
+def plan_release(repo: Path, state: Path, now: datetime, name: str) -> tuple[dict[str, Any], str]:
+    """What the next reconcile of ``name`` would decide: ``reconcile``'s own ``decide``,
+    without ``act``, so nothing is applied, committed or saved."""
+    tick = Tick.open(repo, state, now)
+    try:
+        return plan_entry(tick, select(tick, [name])[0])
+    finally:
+        tick.sources.close()  # its exports; nothing of the tick is saved
+
+
+def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
+    """``plan`` for one Release of ``tick``'s snapshot (``diff`` plans at a revision)."""
+    name = entry.name
+    if entry.release is None:
+        return {"name": name, "error": entry.error}, f"{name}: InvalidRelease: {entry.error}"
+    release, status = entry.release, tick.status(name)
+    try:
+        inventory = tick.inventory(name)
+        if inventory.entries:
+            cluster = resolve_cluster(tick, release)
+            rules = rules_for(release, cluster, tick.programs, tick.health_memo(cluster))
+            inventory = observe(inventory, tick.deployer(cluster), tick.now, rules)
+        force_at = pending_force_sync(tick, release, status)
+    except ConvoyError as exc:
+        return _error(name, exc.reason, str(exc))
+    decision = decide(tick, release, status, inventory, force_at is not None)
+    outcome, plan = decision.outcome, decision.plan
+    if outcome.is_error or plan is None or decision.render is None:
+        return _error(name, outcome.reason, outcome.message)
+    ref = decision.render.ref
+    before = state_name(status.rollout)
+    # The rollout the status would get, by the reconcile's own status assembly.
+    rollout = next_status(tick, name, release, outcome, inventory, force_at).rollout
+    after = state_name(rollout)
+    reason = str(rollout.reason) if rollout else ""
+    gate = _gate(outcome)
+    # The render this reconcile sends: the outcome's (a rollback's is the last healthy one).
+    applies = outcome.render.ref if outcome.render is not None else ref
+    row = {
+        "name": name,
+        "row": plan.row,
+        "condition": plan.condition,
+        "applies": applies,
+        "action": plan.action.value,
+        "from": before,
+        "to": after,
+        "fromRender": status.rollout.render_ref if status.rollout else None,
+        "toRender": rollout.render_ref if rollout else None,
+        "reason": reason,
+        "renderRef": ref,
+        "gate": gate.reason.value if gate else None,
+        "outcome": outcome.reason.value,
+        "message": outcome.message,
+    }
+    line = f"{name}: {plan.action.value} {before} -> {after}"
+    line += f" ({reason})" if reason else ""
+    line += f" render={short_ref(applies)}"
+    if applies != ref:
+        line += f" (instead of {short_ref(ref)})"
+    line += f", because {plan.condition} (row {plan.row})"
+    if gate is not None:
+        line += f"; stopped by {gate.reason}: {gate.message}"
+    else:
+        line += f"; outcome {outcome.reason}: {outcome.message}"
+    return row, line
+
+
+def _error(name: str, reason: Reason, message: str) -> tuple[dict[str, Any], str]:
+    row = {"name": name, "error": message, "reason": reason.value}
+    return row, f"{name}: {reason}: {message}"
