@@ -40,6 +40,22 @@ from convoy_batch.state.locks import LockBusy
 log = logging.getLogger("convoy_batch")
 
 
+@dataclass(frozen=True)
+class TickOptions:
+    """How a tick runs, passed whole (the command line's and the Dagster op's choices)."""
+
+    names: tuple[str, ...] = ()
+    """Reconcile these, due or not; none: the due ones."""
+    all_releases: bool = False
+    """Every Release (``--all``, the full resync of SPEC 13)."""
+    forced: frozenset[str] = frozenset()
+    """Releases with a forced sync pending (``--force``, a manual materialization)."""
+    observe_first: bool = True
+    """Refresh health before deciding (``--no-observe``: left to ``observe``)."""
+    shard: frozenset[str] | None = None
+    """Only these Releases: one part of a tick run by several processes."""
+
+
 @dataclass
 class TickReport:
     handled: list[Handled] = field(default_factory=list)
@@ -48,6 +64,9 @@ class TickReport:
     push_warning: str | None = None
     commit_error: str | None = None
     """Why the status commits of the tick were not written (they are on a later tick)."""
+    collectable: bool = True
+    """Every render of the tick is stored and its statuses are in git, so the render
+    garbage collection may read them (a shard's report says so of its part)."""
 
     @property
     def errored(self) -> bool:
@@ -161,12 +180,7 @@ waiting for the API server."""
 
 
 def due_entries(
-    tick: Tick,
-    entries: Sequence[ReleaseEntry],
-    names: Sequence[str],
-    all_releases: bool,
-    observe_first: bool,
-    report: TickReport,
+    tick: Tick, entries: Sequence[ReleaseEntry], options: TickOptions, report: TickReport
 ) -> list[ReleaseEntry]:
     """The entries to reconcile (named ones, else the due ones and those a killed tick
     left a record for), with their health observed; the others go to ``report.skipped``
@@ -177,30 +191,27 @@ def due_entries(
         # Health is read where it matters: a Progressing Release (its wake-ups depend on
         # it) and every Release about to be reconciled (the verdict and lastHealthy).
         inventory = None
-        if observe_first and (names or all_releases or progressing(tick, entry)):
+        if options.observe_first and (
+            options.names or options.all_releases or progressing(tick, entry)
+        ):
             inventory = observe_release(tick, entry, save=False)
-        if not names and entry.name not in unfinished:
-            if not is_due(tick, entry, inventory, all_releases):
+        if not options.names and entry.name not in unfinished:
+            if not is_due(tick, entry, inventory, options.all_releases):
                 report.skipped[entry.name] = "not due"
                 if inventory is not None:
                     _save_observed(tick, entry)
                 continue
-            if observe_first and inventory is None:
+            if options.observe_first and inventory is None:
                 observe_release(tick, entry, save=False)
         due.append(entry)
     return due
 
 
 def _reconcile_due(
-    tick: Tick,
-    entries: Sequence[ReleaseEntry],
-    names: Sequence[str],
-    all_releases: bool,
-    observe_first: bool,
-    report: TickReport,
+    tick: Tick, entries: Sequence[ReleaseEntry], options: TickOptions, report: TickReport
 ) -> None:
     """Reconcile, each under its lock, the named Releases or the due ones."""
-    due = due_entries(tick, entries, names, all_releases, observe_first, report)
+    due = due_entries(tick, entries, options, report)
     results: dict[str, Handled | str] = {}
     for group in by_cluster_wave(tick, due):
         # The cluster wave gate reads only lower waves, which are done by then.
@@ -292,44 +303,36 @@ def run_tick(
     ``shard``: only these Releases, one part of a tick run by several processes
     (:mod:`convoy_batch.ticks.shards`); the render garbage collection and the push are left to
     the caller, once every part is done (:func:`finish_tick`)."""
+    options = TickOptions(
+        tuple(names),
+        all_releases,
+        frozenset(forced),
+        observe_first,
+        None if shard is None else frozenset(shard),
+    )
     # A shard works in its parent's clone, which the parent brought up to date.
     clones = tick_clone(repo, state_dir) if shard is None else nullcontext(None)
     with fewer_collections(), clones as clone:
-        return _run_tick(
-            repo,
-            state_dir,
-            now,
-            names,
-            all_releases,
-            forced,
-            observe_first,
-            deployer_factory,
-            shard,
-            clone,
-        )
+        return _run_tick(repo, state_dir, now, options, deployer_factory, clone)
 
 
 def _run_tick(
     repo: Path,
     state_dir: Path,
     now: datetime,
-    names: Sequence[str],
-    all_releases: bool,
-    forced: Set[str],
-    observe_first: bool,
+    options: TickOptions,
     deployer_factory: DeployerFactory,
-    shard: Set[str] | None,
     clone: Clone | None,
 ) -> TickReport:
-    tick = Tick.open(repo, state_dir, now, forced=forced, deployer_factory=deployer_factory)
-    entries = select(tick, names)
-    if shard is not None:
-        entries = [e for e in entries if e.name in shard]
+    tick = Tick.open(repo, state_dir, now, forced=options.forced, deployer_factory=deployer_factory)
+    entries = select(tick, options.names)
+    if options.shard is not None:
+        entries = [e for e in entries if e.name in options.shard]
     # The events of this tick's status commits (a shard's are its caller's to deliver).
-    notifier = Notifier.open(notification_facts(tick)) if shard is None else None
+    notifier = Notifier.open(notification_facts(tick)) if options.shard is None else None
     report = TickReport()
     with tick.status_store.batch():
-        _reconcile_due(tick, entries, names, all_releases, observe_first, report)
+        _reconcile_due(tick, entries, options, report)
     report.commit_error = tick.status_store.error
     # Statuses of this tick that HEAD lacks (commits not written) must not steer the GC.
     in_git = tick.status_store.error is None or tick.status_store.landed
@@ -339,14 +342,9 @@ def _run_tick(
         for handled in report.handled:
             tick.stores.intents.clear(handled.name)
     unstored = _unstored(tick.stores.writer.drain())  # renders on disk before the GC looks
-    if shard is None:
-        report.push_warning = _finish(
-            tick,
-            {h.name for h in report.handled},
-            in_git and not unstored and any(h.outcome.persisted for h in report.handled),
-            any(h.commit for h in report.handled),
-            clone,
-        )
+    report.collectable = in_git and not unstored
+    if options.shard is None:
+        report.push_warning = _finish(tick, report, clone)
     if notifier is not None:  # the events of the status commits, now they have landed
         notifier.deliver()
     tick.close()
@@ -380,12 +378,14 @@ def notification_facts(tick: Tick) -> TickFacts:
     )
 
 
-def _finish(
-    tick: Tick, handled: Set[str], persisted: bool, committed: bool, clone: Clone | None = None
-) -> str | None:
-    """The end of a tick, once its statuses are committed: the render garbage collection
-    (when a render was stored) and the push (when a status was committed; in a clone,
+def _finish(tick: Tick, report: TickReport, clone: Clone | None = None) -> str | None:
+    """The end of a tick (of one process, or of every shard once all are done), once its
+    statuses are committed: the render garbage collection (when a render was stored and
+    the report is collectable) and the push (when a status was committed; in a clone,
     when it holds commits the remote lacks); the push's warning."""
+    handled = {h.name for h in report.handled}
+    persisted = report.collectable and any(h.outcome.persisted for h in report.handled)
+    committed = any(h.commit for h in report.handled)
     # A status file that could not be read may refer to renders nobody else knows of
     # (its last healthy one): no garbage collection until it is readable or rewritten.
     unknown = tick.status_store.unreadable - handled
@@ -411,19 +411,13 @@ def _drop_kept_records(tick: Tick) -> None:
 
 
 def finish_tick(
-    repo: Path,
-    state_dir: Path,
-    now: datetime,
-    handled: Set[str],
-    persisted: bool,
-    committed: bool,
-    clone: Clone | None = None,
+    repo: Path, state_dir: Path, now: datetime, report: TickReport, clone: Clone | None = None
 ) -> str | None:
     """:func:`_finish` for a tick whose parts ran as shards, once all are done (the
     statuses read again: the shards committed them)."""
     tick = Tick.open(repo, state_dir, now)
     try:
-        return _finish(tick, handled, persisted, committed, clone)
+        return _finish(tick, report, clone)
     finally:
         tick.close()
 

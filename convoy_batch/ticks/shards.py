@@ -19,7 +19,7 @@ import logging
 import multiprocessing
 from collections.abc import Sequence, Set
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from convoy_batch.engine.tick import Tick
 from convoy_batch.notify import Notifier
 from convoy_batch.repo.clone import tick_clone
 from convoy_batch.ticks.runner import (
+    TickOptions,
     TickReport,
     by_cluster_wave,
     cluster_of,
@@ -78,23 +79,21 @@ class _Part:
     repo: Path
     state_dir: Path
     now: datetime
-    names: tuple[str, ...]
-    all_releases: bool
-    forced: frozenset[str]
-    observe_first: bool
-    releases: frozenset[str]
+    options: TickOptions
+    """Its due Releases by name, its forced syncs, its Releases as ``shard``."""
 
 
 def _run_part(part: _Part) -> TickReport:
+    options = part.options
     report = run_tick(
         part.repo,
         part.state_dir,
         part.now,
-        part.names,
-        all_releases=part.all_releases,
-        forced=part.forced,
-        observe_first=part.observe_first,
-        shard=part.releases,
+        options.names,
+        all_releases=options.all_releases,
+        forced=options.forced,
+        observe_first=options.observe_first,
+        shard=options.shard,
     )
     report.handled = [h.settled() for h in report.handled]  # sent back to the parent
     return report
@@ -124,17 +123,10 @@ def run_sharded(
         try:
             # Opened before the shards commit, so that their commits are its events.
             notifier = Notifier.open(notification_facts(tick))
-            report = _run_waves(tick, jobs, names, all_releases, forced, observe_first)
+            options = TickOptions(tuple(names), all_releases, frozenset(forced), observe_first)
+            report = _run_waves(tick, jobs, options)
             if report.handled or clone is not None:
-                report.push_warning = finish_tick(
-                    repo,
-                    state_dir,
-                    now,
-                    {h.name for h in report.handled},
-                    any(h.outcome.persisted for h in report.handled),
-                    any(h.commit for h in report.handled),
-                    clone,
-                )
+                report.push_warning = finish_tick(repo, state_dir, now, report, clone)
             if notifier is not None:
                 notifier.deliver()
             return report
@@ -142,23 +134,16 @@ def run_sharded(
             tick.close()
 
 
-def _run_waves(
-    tick: Tick,
-    jobs: int,
-    names: Sequence[str],
-    all_releases: bool,
-    forced: Set[str],
-    observe_first: bool,
-) -> TickReport:
-    entries = select(tick, names)
+def _run_waves(tick: Tick, jobs: int, options: TickOptions) -> TickReport:
+    entries = select(tick, options.names)
     order = {e.name: i for i, e in enumerate(entries)}
     # What is due is found here, once: a quiet tick starts no worker, and each shard is
     # given its due Releases by name. Named Releases and --all are every one of them.
     chosen = TickReport()
-    if names or all_releases:
+    if options.names or options.all_releases:
         due = [e.name for e in entries]
     else:
-        due = [e.name for e in due_entries(tick, entries, (), False, observe_first, chosen)]
+        due = [e.name for e in due_entries(tick, entries, options, chosen)]
     if not due:
         return chosen
     waves = plan_shards(tick, jobs, due)
@@ -176,11 +161,12 @@ def _run_waves(
                     repo,
                     state_dir,
                     now,
-                    tuple(n for n in due if n in shard.releases),
-                    all_releases,
-                    frozenset(forced & shard.releases),
-                    observe_first,
-                    shard.releases,
+                    replace(
+                        options,
+                        names=tuple(n for n in due if n in shard.releases),
+                        forced=options.forced & shard.releases,
+                        shard=shard.releases,
+                    ),
                 )
                 for shard in wave
             ]
@@ -196,4 +182,5 @@ def _merge(parts: Sequence[TickReport], order: dict[str, int]) -> TickReport:
         handled=sorted((h for p in parts for h in p.handled), key=lambda h: order[h.name]),
         skipped=dict(skipped),
         commit_error="; ".join(errors) if errors else None,
+        collectable=all(p.collectable for p in parts),
     )
