@@ -23,7 +23,7 @@ from convoy_batch.engine.handler import (
     next_status,
     sync_handler,
 )
-from convoy_batch.engine.stages.act import BeforeChange, carry_out, no_record
+from convoy_batch.engine.stages.act import BeforeChange, Writes, carry_out, no_record
 from convoy_batch.engine.stages.gates import stage_gates
 from convoy_batch.engine.stages.last_healthy import expected_rollback, roll_back
 from convoy_batch.engine.stages.outcome import failed
@@ -165,9 +165,10 @@ def act(
     status: ReleaseStatus,
     inventory: ReleaseInventory,
     decision: Decision,
-    before_change: BeforeChange = no_record,
+    writes: Writes,
 ) -> tuple[Outcome, ReleaseInventory]:
-    """Carry out ``decision``: persist R, then R's step or the rollback."""
+    """Carry out ``decision``: persist R, then R's step or the rollback, writing on the
+    way what ``writes`` says (the write-ahead record first)."""
     plan, render, deployer, then = decision.plan, decision.render, decision.deployer, decision.then
     if plan is None or render is None or deployer is None or then is None:
         return decision.outcome, inventory
@@ -175,11 +176,9 @@ def act(
         if decision.persist:
             persist(tick, release, render, deployer, inventory)
         if isinstance(then, RollBack):
-            return roll_back(
-                tick, release, status, deployer, inventory, then, before_change, render
-            )
+            return roll_back(tick, release, status, deployer, inventory, then, writes, render)
         result = stage_sync(
-            tick, release, render, then, decision.outcome, deployer, inventory, before_change
+            tick, release, render, then, decision.outcome, deployer, inventory, writes
         )
         return result.outcome, result.inventory
     except ConvoyError as exc:
@@ -197,9 +196,10 @@ def reconcile(
 ) -> tuple[Outcome, ReleaseInventory]:
     """At most one rollout transition for one Release (SPEC 4): ``decide``, then
     ``act``. ``before_change`` gets the decided step and its outcome right before the
-    cluster changes."""
+    cluster changes (the write-ahead record)."""
     decision = decide(tick, release, status, inventory, force_pending)
-    return act(tick, release, status, inventory, decision, before_change)
+    writes = tick.writes(release.name, before_change)
+    return act(tick, release, status, inventory, decision, writes)
 
 
 def source_revision(tick: Tick, entry: ReleaseEntry) -> str | None:
@@ -304,8 +304,8 @@ def complete_intent(tick: Tick, release: Release, intent: Intent) -> None:
             raise RenderFailed(f"render store has no valid blob for {step.render_ref}")
         render = load_render(blob, name, step.revision)
         deployer = tick.deployer(cluster)
-        record, claimants = tick.recorder(name), tick.claimants(name)
-        acted = carry_out(deployer, inventory, render, step, record, claimants)
+        writes = tick.writes(name)
+        acted = carry_out(deployer, inventory, render, step, writes.record, writes.claimants)
     except ConvoyError as exc:
         failure = exc
     else:

@@ -67,6 +67,7 @@ from convoy_batch.deployers.base import Deployer
 from convoy_batch.deployers.directory import DirectoryDeployer, cluster_root
 from convoy_batch.deployers.simulated import SimulatedDeployer
 from convoy_batch.engine.ownership import Ownership
+from convoy_batch.engine.stages.act import BeforeChange, Writes, no_record
 from convoy_batch.health.cel import Programs
 from convoy_batch.models import Cluster, ObjectKey, ReleaseInventory, ReleaseStatus, TickRecord
 from convoy_batch.renderers.pipeline import Rendered
@@ -280,6 +281,11 @@ class Tick:
                     self.inventory,
                 )
             return self.ownership
+
+    def writes(self, name: str, ahead: BeforeChange = no_record) -> Writes:
+        """What a step of Release ``name`` writes on the way (see :class:`Writes`): its
+        write-ahead record (``ahead``), its inventory, and the claims prune reads."""
+        return Writes(ahead=ahead, record=self.recorder(name), claimants=self.claimants(name))
 
     def recorder(self, name: str) -> Callable[[ReleaseInventory], None]:
         """Writes the Release's inventory now (a step's objects before its first apply)."""

@@ -32,6 +32,24 @@ Record = Callable[[ReleaseInventory], None]
 """Writes a Release's inventory (durably) before the step's first request."""
 
 
+def no_inventory(_inventory: ReleaseInventory) -> None:
+    """A :data:`Record` that writes nothing (tests of a stage alone)."""
+
+
+@dataclass(frozen=True)
+class Writes:
+    """What one Release's step writes on the way, carried as one value through the
+    stages, in the order "decide, write, then act" wants: the write-ahead record of the
+    decided step and its outcome right before the cluster changes (``ahead``), the
+    inventory before the first request that may create an object (``record``), and who
+    else claims an object, which prune spares (``claimants``). Made per Release by
+    :meth:`~convoy_batch.engine.tick.Tick.writes`."""
+
+    ahead: BeforeChange = no_record
+    record: Record = no_inventory
+    claimants: Claimants = no_claimants
+
+
 @dataclass(frozen=True)
 class Acted:
     inventory: ReleaseInventory

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from convoy_batch.deployers.base import Deployer
-from convoy_batch.engine.stages.act import BeforeChange, carry_out, expected_inventory, no_record
+from convoy_batch.engine.stages.act import Writes, carry_out, expected_inventory
 from convoy_batch.engine.stages.hooks import apply_sync_fail, delete_finished_hooks
 from convoy_batch.engine.tick import Tick
 from convoy_batch.models import Release, ReleaseInventory, ReleaseStatus
@@ -40,14 +40,14 @@ def apply_last_healthy(
     deployer: Deployer,
     inventory: ReleaseInventory,
     expected: Callable[[RenderId], Outcome],
-    before_change: BeforeChange = no_record,
+    writes: Writes,
     failed: Render | None = None,
 ) -> LastHealthyResult:
     """``expected(render)``: the caller's outcome when the rollback to ``render``
-    succeeds, handed to ``before_change`` before the cluster changes. ``failed``: the
+    succeeds, handed to ``writes.ahead`` before the cluster changes. ``failed``: the
     render rolled back from, whose SyncFail hooks are applied first (once) and whose
     finished hooks are deleted by their policy (``stages/hooks.py``)."""
-    record = tick.recorder(release.name)
+    record = writes.record
     if failed is not None:
         inventory = apply_sync_fail(deployer, inventory, failed, record)
     healthy = status.last_healthy
@@ -67,8 +67,8 @@ def apply_last_healthy(
         prune_enabled=release.spec.sync_policy.prune,
     )
     tick.stores.renders.settle(render.ref)  # what the record points at is durable first
-    before_change(step, expected(rendered), expected_inventory(inventory, render, step))
-    acted = carry_out(deployer, inventory, render, step, record, tick.claimants(release.name))
+    writes.ahead(step, expected(rendered), expected_inventory(inventory, render, step))
+    acted = carry_out(deployer, inventory, render, step, record, writes.claimants)
     if acted.failure is not None:
         log.warning("%s: rollback apply failed: %s", release.name, acted.failure)
         message = f"rollback failed: {acted.failure}"
@@ -102,13 +102,13 @@ def roll_back(
     deployer: Deployer,
     inventory: ReleaseInventory,
     rollback: RollBack,
-    before_change: BeforeChange = no_record,
+    writes: Writes,
     failed: Render | None = None,
 ) -> tuple[Outcome, ReleaseInventory]:
     """Carry out a decided rollback: its ``RolledBack`` outcome and the new inventory.
     ``failed``: the render rolled back from (see :func:`apply_last_healthy`)."""
     back = apply_last_healthy(
-        tick, release, status, deployer, inventory, rollback.applied, before_change, failed
+        tick, release, status, deployer, inventory, rollback.applied, writes, failed
     )
     if back.applied and back.render is not None:
         return rollback.applied(back.render), back.inventory

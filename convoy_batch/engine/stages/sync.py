@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from convoy_batch.deployers.base import Deployer
-from convoy_batch.engine.stages.act import BeforeChange, carry_out, expected_inventory, no_record
+from convoy_batch.engine.stages.act import Writes, carry_out, expected_inventory
 from convoy_batch.engine.stages.hooks import (
     apply_sync_fail,
     delete_finished_hooks,
@@ -147,16 +147,16 @@ def stage_sync(
     expected: Outcome,
     deployer: Deployer,
     inventory: ReleaseInventory,
-    before_change: BeforeChange = no_record,
+    writes: Writes,
 ) -> SyncResult:
     """Carry out R's decided ``step`` (R is persisted): ``expected`` when it succeeds;
     then R's SyncFail hooks when the sync failed, and its finished hooks deleted by
     their policy."""
     if step.phases or step.prune:  # the step changes the cluster: record it first
         tick.stores.renders.settle(render.ref)  # what the record points at is durable first
-        before_change(step, expected, expected_inventory(inventory, render, step))
-    record = tick.recorder(release.name)
-    acted = carry_out(deployer, inventory, render, step, record, tick.claimants(release.name))
+        writes.ahead(step, expected, expected_inventory(inventory, render, step))
+    record = writes.record
+    acted = carry_out(deployer, inventory, render, step, record, writes.claimants)
     after = acted.inventory
     if isinstance(acted.failure, ApplyFailed) or rollout_failed(expected.rollout, render):
         after = apply_sync_fail(deployer, after, render, record)
