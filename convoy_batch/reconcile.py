@@ -140,7 +140,7 @@ def decide(
                 Outcome(
                     plan.rollout,
                     stop.applied,
-                    stop.reason,
+                    stop.reason or Reason.SYNCED,
                     stop.message,
                     rid,
                     written=0 if stop.applied else None,
@@ -177,10 +177,9 @@ def act(
             persist(tick, release, render, deployer, inventory)
         if isinstance(then, RollBack):
             return roll_back(tick, release, status, deployer, inventory, then, writes, render)
-        result = stage_sync(
+        return stage_sync(
             tick, release, render, then, decision.outcome, deployer, inventory, writes
         )
-        return result.outcome, result.inventory
     except ConvoyError as exc:
         rid = RenderId(ref=render.ref, revision=render.revision)
         return failed(exc, rollout=plan.rollout, render=rid), inventory

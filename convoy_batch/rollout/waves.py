@@ -43,6 +43,8 @@ class GateDecision:
     reason: Reason | None = None
     """Why the sync holds or stops (None: it proceeds)."""
     message: str = ""
+    applied: bool = False
+    """R is already applied though the gate stops (a Manual Release in sync: SPEC 4)."""
 
 
 def wave_health_gate(

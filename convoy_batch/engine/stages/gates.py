@@ -1,28 +1,20 @@
 """``stage_gates`` (SPEC 6.2): the manual sync gate, then the cluster wave gate.
 
-A gate that stops the reconcile is a value (reason and message), not an exception.
+A gate that stops the reconcile is a value (a ``GateDecision`` that stops: reason and
+message), not an exception.
 Reads only the tick's snapshot and statuses; no I/O of its own.
 """
-
-from dataclasses import dataclass
 
 from convoy_batch.engine.tick import Tick
 from convoy_batch.models import Cluster, Release, ReleaseStatus, SyncMode
 from convoy_batch.reasons import Reason
 from convoy_batch.renderers.pipeline import Render
-
-
-@dataclass(frozen=True)
-class GateStop:
-    reason: Reason
-    message: str
-    applied: bool = False
-    """R is already applied (the outcome's ``applied``: SPEC 4)."""
+from convoy_batch.rollout import GateDecision, GateKind
 
 
 def manual_gate(
     release: Release, force_pending: bool, status: ReleaseStatus, render: Render
-) -> GateStop | None:
+) -> GateDecision | None:
     """A Manual Release applies only on a forced sync. Once one synced R, it is in sync
     (the outcome that sync gave, so the status does not change) until a new render
     arrives, which waits for the next forced sync."""
@@ -35,15 +27,15 @@ def manual_gate(
         and attempt.reason == Reason.SYNCED
         and attempt.render_ref == render.ref
     ):
-        return GateStop(Reason.SYNCED, attempt.message, applied=True)
-    return GateStop(
+        return _stop(Reason.SYNCED, attempt.message, applied=True)
+    return _stop(
         Reason.WAITING_FOR_MANUAL_SYNC, "syncPolicy.mode is Manual: waiting for a forced sync"
     )
 
 
 def cluster_wave_gate(
     tick: Tick, release: Release, cluster: Cluster, render: Render
-) -> GateStop | None:
+) -> GateDecision | None:
     """Every Release of the same convoy on a lower-wave Cluster must be healthy at R's
     revision."""
     convoy = release.spec.convoy
@@ -58,7 +50,7 @@ def cluster_wave_gate(
             continue
         healthy = tick.status(name).last_healthy
         if healthy is None or healthy.revision != render.revision:
-            return GateStop(
+            return _stop(
                 Reason.WAITING_FOR_CLUSTER_WAVE,
                 f"convoy {convoy}: {name} (cluster wave {other_cluster.spec.wave}) is not yet "
                 f"healthy at revision {(render.revision or '')[:12]}",
@@ -66,9 +58,13 @@ def cluster_wave_gate(
     return None
 
 
+def _stop(reason: Reason, message: str, applied: bool = False) -> GateDecision:
+    return GateDecision(GateKind.STOP, reason=reason, message=message, applied=applied)
+
+
 def stage_gates(
     tick: Tick, release: Release, cluster: Cluster, render: Render, force_pending: bool
-) -> GateStop | None:
+) -> GateDecision | None:
     status = tick.status(release.name)
     return manual_gate(release, force_pending, status, render) or cluster_wave_gate(
         tick, release, cluster, render

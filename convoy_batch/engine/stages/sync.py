@@ -59,12 +59,6 @@ class SyncDecision:
     """R's step (phases to apply, prune or not), or the wave gate's rollback (SPEC 7)."""
 
 
-@dataclass(frozen=True)
-class SyncResult:
-    outcome: Outcome
-    inventory: ReleaseInventory
-
-
 def entries_by_phase(
     render: Render, inventory: ReleaseInventory
 ) -> dict[Phase, Sequence[InventoryEntry]]:
@@ -148,7 +142,7 @@ def stage_sync(
     deployer: Deployer,
     inventory: ReleaseInventory,
     writes: Writes,
-) -> SyncResult:
+) -> tuple[Outcome, ReleaseInventory]:
     """Carry out R's decided ``step`` (R is persisted): ``expected`` when it succeeds;
     then R's SyncFail hooks when the sync failed, and its finished hooks deleted by
     their policy."""
@@ -164,11 +158,11 @@ def stage_sync(
         outcome = failed(
             acted.failure, rollout=expected.rollout, render=expected.render, applied=acted.sent
         )
-        return SyncResult(outcome, after)
+        return outcome, after
     after, errors = delete_finished_hooks(deployer, after, render, record, expected.waves or ())
     errors = acted.errors + errors
     if errors:
-        return SyncResult(replace(expected, reason=Reason.PRUNE_FAILED, message=errors[0]), after)
+        return replace(expected, reason=Reason.PRUNE_FAILED, message=errors[0]), after
     if acted.deleted:
         log.info("%s: pruned %s", release.name, ", ".join(map(str, acted.deleted)))
-    return SyncResult(replace(expected, written=acted.written + len(acted.deleted)), after)
+    return replace(expected, written=acted.written + len(acted.deleted)), after
