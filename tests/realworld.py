@@ -3,10 +3,12 @@ beside the project, read-only): where to find them (skipped without them, failed
 ``CI=true``), the Releases that render them, and their files copied unmodified into a
 scenario's GitOps repository. Reads the content; writes only into that repository."""
 
+import io
 import json
 import os
 import time
 from collections.abc import Iterable, Mapping
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -15,9 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
+from convoy_batch.cli import main
 from tests.fakes import job_status_complete
 from tests.k8s.testenv import KubeEnv, eventually
-from tests.scenario import PROJECT, Scenario
+from tests.scenario import PROJECT, Result, Scenario
 
 REALWORLD = PROJECT.parent / "shared" / "realworld"
 PROGRESS_DEADLINE = 10  # minutes: the Releases' failurePolicy.progressDeadline
@@ -344,3 +347,52 @@ def object_files(s: Scenario) -> dict[Path, int]:
     """Every object file of the directory cluster and its modification time."""
     root = s.state / "clusters" / "staging"
     return {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
+
+
+SETTLE_TICKS = 8  # a rollout of every app takes 4 ticks: PreSync, waves, PostSync, verdict
+BAD_TAG = "0.0.0-never-ready"
+
+
+def captured_cli(root: Path, state: Path, *args: str) -> Result:
+    """The CLI run in this process with its output caught here (a module-scoped scenario
+    outlives pytest's per-test ``capsys``)."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(["--repo", str(root), "--state", str(state), *args])
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+class Rollouts:
+    """Every app of a module's repository rolled out tick by tick, the controllers played
+    between ticks, and the admission RBAC of ingress-nginx noted while its PostSync Job
+    runs. A target says how it plays its controllers and reads that RBAC."""
+
+    def __init__(self, s: Scenario) -> None:
+        self.s = s
+        self.minute = 0
+        self.rbac_while_patch_runs: list[set[str]] = []
+
+    def tick(self) -> Result:
+        result = self.s.reconcile("--all", minutes=self.minute)
+        self.minute += 1
+        return result
+
+    def settle(self, *, skip: tuple[str, ...] = ()) -> dict[str, str]:
+        """Ticks and plays the controllers (not in ``skip``) until every app Succeeded."""
+        for _ in range(SETTLE_TICKS):
+            result = self.tick()
+            assert result.code == 0, result.out + result.err
+            self.watch_ingress_nginx_hooks()
+            found = states(self.s, APPS)
+            if all(state == "Succeeded" for state in found.values()):
+                return found
+            for app in APPS:
+                if app.name not in skip:
+                    self.play(app.name)
+        return states(self.s, APPS)
+
+    def play(self, name: str) -> None:
+        raise NotImplementedError
+
+    def watch_ingress_nginx_hooks(self) -> None:
+        raise NotImplementedError

@@ -9,19 +9,16 @@ kustomize's examples that kustomize v2.0.3 refuses.
 The first tests run in file order on one module-wide rollout; each starts from the state
 the one before left."""
 
-import io
 from collections.abc import Iterator
-from contextlib import redirect_stderr, redirect_stdout
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
 import pytest
 
-from convoy_batch.cli import main
 from tests.realworld import (
     ADMISSION_RBAC,
     APPS,
+    BAD_TAG,
     INGRESS_NGINX,
     INGRESS_NGINX_PATCH_JOB,
     KUBE_STATE_METRICS,
@@ -32,6 +29,8 @@ from tests.realworld import (
     PODINFO_KUSTOMIZE,
     PROGRESS_DEADLINE,
     SAMPLE_CONTROLLER,
+    Rollouts,
+    captured_cli,
     commit_apps,
     commit_values,
     object_files,
@@ -44,20 +43,14 @@ from tests.realworld import (
 from tests.renderer_tools import Tools, debian_kubectl, real_helm
 from tests.scenario import Result, Scenario
 
-SETTLE_TICKS = 8  # a rollout of every app takes 4 ticks: PreSync, waves, PostSync, verdict
-BAD_TAG = "0.0.0-never-ready"
 CRDS = "customresourcedefinition.apiextensions.k8s.io"
 
 
 class ModuleScenario(Scenario):
-    """A Scenario that outlives one test: the CLI's output is caught here, not by
-    pytest's per-test ``capsys``."""
+    """A Scenario that outlives one test (its CLI's output caught by ``captured_cli``)."""
 
     def cli(self, *args: str) -> Result:
-        out, err = io.StringIO(), io.StringIO()
-        with redirect_stdout(out), redirect_stderr(err):
-            code = main(["--repo", str(self.root), "--state", str(self.state), *args])
-        return Result(code, out.getvalue(), err.getvalue())
+        return captured_cli(self.root, self.state, *args)
 
 
 def admission_rbac_files(s: Scenario) -> set[str]:
@@ -71,32 +64,11 @@ def admission_rbac_files(s: Scenario) -> set[str]:
     return found
 
 
-@dataclass
-class World:
+class World(Rollouts):
     """The module's repository and directory cluster, and what was seen meanwhile."""
 
-    s: ModuleScenario
-    minute: int = 0
-    rbac_while_patch_runs: list[set[str]] = field(default_factory=list)
-
-    def tick(self) -> Result:
-        result = self.s.reconcile("--all", minutes=self.minute)
-        self.minute += 1
-        return result
-
-    def settle(self, *, skip: tuple[str, ...] = ()) -> dict[str, str]:
-        """Ticks and plays the controllers (not in ``skip``) until every app Succeeded."""
-        for _ in range(SETTLE_TICKS):
-            result = self.tick()
-            assert result.code == 0, result.out + result.err
-            self.watch_ingress_nginx_hooks()
-            found = states(self.s, APPS)
-            if all(state == "Succeeded" for state in found.values()):
-                return found
-            for app in APPS:
-                if app.name not in skip:
-                    play_directory(self.s, app.name)
-        return states(self.s, APPS)
+    def play(self, name: str) -> None:
+        play_directory(self.s, name)
 
     def watch_ingress_nginx_hooks(self) -> None:
         """Notes the admission RBAC while the PostSync Job runs (until the tests play it

@@ -7,10 +7,7 @@ podinfo's chart renders once for one commit; a bad image rolls back; prune delet
 The tests run in file order on one module-wide rollout (a rollout of every app costs
 about a minute on two cores); each starts from the state the one before left."""
 
-import io
 from collections.abc import Callable, Iterator
-from contextlib import redirect_stderr, redirect_stdout
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -18,13 +15,13 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from convoy_batch.cli import main
 from convoy_batch.deployers import kubeapi
 from tests.k8s.k8s_scenario import KubeScenario
 from tests.k8s.testenv import KubeEnv
 from tests.realworld import (
     ADMISSION_RBAC,
     APPS,
+    BAD_TAG,
     INGRESS_NGINX,
     INGRESS_NGINX_PATCH_JOB,
     KUBE_STATE_METRICS,
@@ -34,6 +31,8 @@ from tests.realworld import (
     PODINFO_KUSTOMIZE,
     PROGRESS_DEADLINE,
     SAMPLE_CONTROLLER,
+    Rollouts,
+    captured_cli,
     commit_apps,
     commit_values,
     convoy_writes,
@@ -45,51 +44,27 @@ from tests.realworld import (
 from tests.renderer_tools import Tools, debian_kubectl, real_helm
 from tests.scenario import Result
 
-SETTLE_TICKS = 8  # a rollout of every app takes 4 ticks: PreSync, waves, PostSync, verdict
-BAD_TAG = "0.0.0-never-ready"
-
 
 class ModuleScenario(KubeScenario):
-    """A KubeScenario that outlives one test: the CLI's output is caught here, not by
-    pytest's per-test ``capsys``."""
+    """A KubeScenario that outlives one test (its CLI's output caught by ``captured_cli``)."""
 
     def cli(self, *args: str) -> Result:
-        out, err = io.StringIO(), io.StringIO()
-        with redirect_stdout(out), redirect_stderr(err):
-            code = main(["--repo", str(self.root), "--state", str(self.state), *args])
-        return Result(code, out.getvalue(), err.getvalue())
+        return captured_cli(self.root, self.state, *args)
 
 
-@dataclass
-class World:
-    """The module's repository and server, and what was seen while it rolled out."""
+class World(Rollouts):
+    """The module's repository and server, and what was seen while it rolled out: the
+    admission RBAC objects that existed after each tick that left the PostSync Job of
+    ingress-nginx running, and when the test played its pod to success (audit time)."""
 
-    s: ModuleScenario
-    kube: KubeEnv
-    minute: int = 0
-    # the admission RBAC objects that existed after each tick that left the PostSync
-    # Job of ingress-nginx running
-    rbac_while_patch_runs: list[set[str]] = field(default_factory=list)
-    patch_job_done_at: str = ""  # when the test played its pod to success (audit time)
+    def __init__(self, s: ModuleScenario, kube: KubeEnv) -> None:
+        super().__init__(s)
+        self.s: ModuleScenario = s
+        self.kube = kube
+        self.patch_job_done_at = ""
 
-    def tick(self) -> Result:
-        result = self.s.reconcile("--all", minutes=self.minute)
-        self.minute += 1
-        return result
-
-    def settle(self, *, skip: tuple[str, ...] = ()) -> dict[str, str]:
-        """Ticks and plays the controllers (not in ``skip``) until every app Succeeded."""
-        for _ in range(SETTLE_TICKS):
-            result = self.tick()
-            assert result.code == 0, result.out + result.err
-            self.watch_ingress_nginx_hooks()
-            found = states(self.s, APPS)
-            if all(state == "Succeeded" for state in found.values()):
-                return found
-            for app in APPS:
-                if app.name not in skip:
-                    play_kube(self.kube, app.name)
-        return states(self.s, APPS)
+    def play(self, name: str) -> None:
+        play_kube(self.kube, name)
 
     def watch_ingress_nginx_hooks(self) -> None:
         """Notes the admission RBAC while the PostSync Job runs (it runs until the
