@@ -11,19 +11,23 @@ kill at any point be repaired by the next tick (the caller holds
    copy of the index; from here a person's ``git commit`` fails (or, retried, waits) with
    git's own message, and cannot move the branch;
 3. ``git fast-import`` writes the commits onto a staging ref, built on HEAD;
-4. one ``git update-ref --stdin`` transaction moves HEAD (its branch) from the old commit
+4. ``git checkout <new> -- <paths>`` writes those files and their entries into the locked
+   copy of the index;
+5. one ``git update-ref --stdin`` transaction moves HEAD (its branch) from the old commit
    to the new one (refused if it moved) and deletes the staging ref; git writes the
-   ref logs;
-5. ``git checkout <new> -- <paths>`` writes those files and their entries into the locked
-   copy of the index, which is renamed over the index (the lock let go);
+   ref logs; the locked copy is renamed over the index at once (the lock let go);
 6. the marker is removed.
 
-The working tree and index are written only once the branch has moved (a push's
-fast-forward, which may be refused, is checked and written before it moves), so a batch
-that fails before (a full disk, a failing fsync, a lock git could not write) leaves
-``status/`` as HEAD has it, with nothing to put back; one that fails after has landed:
-it is reported as written, and the paths are put back as HEAD has them, the marker kept
-for the next tick when even that fails.
+Why the index is ready before the branch moves: ``git commit`` reads HEAD, then the
+index without a lock, and only then takes ``index.lock``; a person's commit that saw
+the new HEAD and the old index would delete the new statuses. So the time between the
+branch moving and the index being replaced is only the rename, as in git's own commit
+(which writes the index before it moves the branch). A batch that fails before the
+branch moves (a full disk, a failing fsync, a lock git could not write) puts the paths
+back as HEAD has them, a new status file removed from the working tree too, so nothing
+is left untracked; one that fails after has landed: it is reported as written, and the
+paths are put back as HEAD (the new commits) has them, the marker kept for the next
+tick when even that fails.
 
 Git's objects, refs and the index are fsynced (``core.fsync``). :meth:`GitWriter.recover`,
 at the start of every tick under the repo lock, finds a marker a killed process left: it
@@ -128,9 +132,7 @@ class GitWriter:
 
         for attempt in range(tries):
             try:
-                moved = self.move_branch(
-                    build, message, paths, self._checkout_paths, update_first=False
-                )
+                moved = self.move_branch(build, message, paths, self._checkout_paths)
             except HeadMoved:
                 if attempt == tries - 1:
                     raise
@@ -371,6 +373,9 @@ class GitWriter:
             self._checkout_paths(None, head, present, env)
         if gone:
             self.git("rm", "-q", "--cached", "--ignore-unmatch", "--", *gone, env=env)
+            for path in gone:  # a status file the failed batch wrote: convoy-batch's own
+                if self.work_tree is not None:
+                    (self.work_tree / path).unlink(missing_ok=True)
 
     def _lock_files(self) -> list[Path]:
         """The lock files a killed batch can leave: the index's, the refs' it updates."""
