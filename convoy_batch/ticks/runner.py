@@ -310,8 +310,19 @@ def run_tick(
         observe_first,
         None if shard is None else frozenset(shard),
     )
+    return run_with(repo, state_dir, now, options, deployer_factory)
+
+
+def run_with(
+    repo: Path,
+    state_dir: Path,
+    now: datetime,
+    options: TickOptions,
+    deployer_factory: DeployerFactory = make_deployer,
+) -> TickReport:
+    """:func:`run_tick` with its options as one value (a shard's worker is given them)."""
     # A shard works in its parent's clone, which the parent brought up to date.
-    clones = tick_clone(repo, state_dir) if shard is None else nullcontext(None)
+    clones = tick_clone(repo, state_dir) if options.shard is None else nullcontext(None)
     with fewer_collections(), clones as clone:
         return _run_tick(repo, state_dir, now, options, deployer_factory, clone)
 

@@ -5,10 +5,11 @@ does on one core. :func:`run_sharded` splits it by Cluster: the Clusters of one 
 wave are dealt into at most ``jobs`` shards that run side by side in worker processes, and
 a wave starts once the lower waves are done and committed, so the convoy gate reads
 finished statuses. Each shard is a tick of its own Releases
-(:func:`convoy_batch.ticks.runner.run_tick` with ``shard``): it holds their locks, writes their
-write-ahead records and commits their statuses under the repository lock, as any tick
-does, so every rule of a single tick holds. The render garbage collection, the push and
-the notifications run once, after the last wave (:func:`finish_tick`).
+(:func:`convoy_batch.ticks.runner.run_with`, its options naming the ``shard``): it holds
+their locks, writes their write-ahead records and commits their statuses under the
+repository lock, as any tick does, so every rule of a single tick holds. The render
+garbage collection, the push and the notifications run once, after the last wave
+(:func:`finish_tick`).
 
 A shard's report comes back to the parent as plain data (:meth:`Handled.settled`), so the
 CLI and the Dagster op report a sharded tick as they report one tick. Does I/O
@@ -35,7 +36,7 @@ from convoy_batch.ticks.runner import (
     fewer_collections,
     finish_tick,
     notification_facts,
-    run_tick,
+    run_with,
     select,
 )
 
@@ -84,17 +85,7 @@ class _Part:
 
 
 def _run_part(part: _Part) -> TickReport:
-    options = part.options
-    report = run_tick(
-        part.repo,
-        part.state_dir,
-        part.now,
-        options.names,
-        all_releases=options.all_releases,
-        forced=options.forced,
-        observe_first=options.observe_first,
-        shard=options.shard,
-    )
+    report = run_with(part.repo, part.state_dir, part.now, part.options)
     report.handled = [h.settled() for h in report.handled]  # sent back to the parent
     return report
 

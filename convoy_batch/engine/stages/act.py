@@ -32,10 +32,6 @@ Record = Callable[[ReleaseInventory], None]
 """Writes a Release's inventory (durably) before the step's first request."""
 
 
-def no_inventory(_inventory: ReleaseInventory) -> None:
-    """A :data:`Record` that writes nothing (tests of a stage alone)."""
-
-
 @dataclass(frozen=True)
 class Writes:
     """What one Release's step writes on the way, carried as one value through the
@@ -45,9 +41,9 @@ class Writes:
     else claims an object, which prune spares (``claimants``). Made per Release by
     :meth:`~convoy_batch.engine.tick.Tick.writes`."""
 
-    ahead: BeforeChange = no_record
-    record: Record = no_inventory
-    claimants: Claimants = no_claimants
+    ahead: BeforeChange
+    record: Record
+    claimants: Claimants
 
 
 @dataclass(frozen=True)
