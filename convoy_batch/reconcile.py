@@ -25,7 +25,7 @@ from convoy_batch.engine.handler import (
 )
 from convoy_batch.engine.stages.act import BeforeChange, Writes, carry_out, no_record
 from convoy_batch.engine.stages.gates import stage_gates
-from convoy_batch.engine.stages.last_healthy import expected_rollback, roll_back
+from convoy_batch.engine.stages.last_healthy import apply_last_healthy, expected_rollback
 from convoy_batch.engine.stages.outcome import failed
 from convoy_batch.engine.stages.render import stage_render
 from convoy_batch.engine.stages.sync import decide_sync, persist, stage_sync
@@ -176,7 +176,9 @@ def act(
         if decision.persist:
             persist(tick, release, render, deployer, inventory)
         if isinstance(then, RollBack):
-            return roll_back(tick, release, status, deployer, inventory, then, writes, render)
+            return apply_last_healthy(
+                tick, release, status, deployer, inventory, then, writes, render
+            )
         return stage_sync(
             tick, release, render, then, decision.outcome, deployer, inventory, writes
         )

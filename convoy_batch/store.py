@@ -1,5 +1,6 @@
-"""Machine-local state under the state directory (SPEC 2): the render store and the
-inventories; the locks are :mod:`convoy_batch.state.locks`.
+"""Machine-local state under the state directory (SPEC 2): the render store, the
+inventories and one tick's view of them (:class:`Inventories`); the locks are
+:mod:`convoy_batch.state.locks`.
 
 Does file I/O (through :mod:`convoy_batch.state.files`). Every write is atomic (temp file
 in the same folder, fsync, rename, fsync of the folder), files 0600; renders (content
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from convoy_batch.errors import StateFailed, UsageError
 from convoy_batch.models import ReleaseInventory, parse_model
+from convoy_batch.state.caches import HealthJournal
 from convoy_batch.state.files import (
     Writer,
     atomic_write,
@@ -303,6 +305,57 @@ class InventoryStore:
         except OSError as exc:
             raise StateFailed(os_problem(path, exc)) from None
         self._digests[inventory.release] = hashlib.sha256(data).hexdigest()
+
+
+class Inventories:
+    """One tick's view of every Release's inventory, over the inventory files and the
+    health journal (:class:`~convoy_batch.state.caches.HealthJournal`).
+
+    An inventory has four copies: its file, the journal's overlay of the file, what the
+    state directory holds (``stored``: read or written this tick) and what the tick now
+    knows (``known``, :meth:`note`); :meth:`save` makes the file (or the journal) agree
+    with ``known``. Key: the Release; read once per tick, lifetime one tick. A thread
+    writes only its own Release's entries (one key per thread: a dict's item assignment
+    is atomic); other Releases' inventories are read (the ownership index)."""
+
+    def __init__(self, files: InventoryStore, journal: HealthJournal) -> None:
+        self.files = files
+        self.journal = journal
+        self.known: dict[str, ReleaseInventory] = {}
+        self.stored: dict[str, ReleaseInventory] = {}
+
+    def get(self, name: str) -> ReleaseInventory:
+        """The Release's inventory as this tick knows it (StateFailed when its file
+        cannot be read)."""
+        if name not in self.known:
+            inventory = self.journal.overlay(self.files.load(name), self.files.digest(name))
+            self.known[name] = self.stored[name] = inventory
+        return self.known[name]
+
+    def note(self, inventory: ReleaseInventory) -> None:
+        """What the tick now knows of an inventory, written by :meth:`save`."""
+        self.known[inventory.release] = inventory
+
+    def save(self, name: str) -> None:
+        """Write the Release's inventory when it differs from the stored one: durably
+        when its entries changed; when only their health did, into the health journal
+        (written once, when the tick closes; the observer sees health again)."""
+        inventory, stored = self.get(name), self.stored.get(name)
+        if inventory == stored:
+            return
+        same_entries = stored is not None and _bookkeeping(inventory) == _bookkeeping(stored)
+        if not (same_entries and self.journal.keep(inventory, self.files.digest(name))):
+            self.files.save(inventory, durable=not same_entries)
+            self.journal.forget(name)
+        self.stored[name] = inventory
+
+
+def _bookkeeping(inventory: ReleaseInventory) -> list[tuple[object, ...]]:
+    """An inventory's entries without their health (a hook's deletion mark is kept: it is
+    written before the delete)."""
+    return [
+        (e.key, e.wave, e.applied_render_ref, e.prune, e.hook_deleted) for e in inventory.entries
+    ]
 
 
 def _valid_entries(inventory: ReleaseInventory, path: Path) -> ReleaseInventory:

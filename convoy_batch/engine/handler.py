@@ -117,7 +117,7 @@ def commit_status(
     if status != prior:
         message = message or commit_message(name, prior, status)
         commit = tick.status_store.commit_later(name, status, message)
-        tick.statuses[name] = status
+        tick.decided[name] = status
     return Handled(name=name, outcome=outcome, status=status, committed=commit, prior=prior)
 
 

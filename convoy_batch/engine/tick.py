@@ -3,32 +3,37 @@
 Opens the GitOps repository, reads its snapshot and every status file once, and
 hands out the stores and one deployer per Cluster. Does I/O (through the stores).
 
-What is whose. Read-only for the whole tick once opened: ``now``, ``repo``,
-``snapshot``, ``forced``, ``stores``, ``sources`` (its own lock). A Release produces its
-render (``rendered``), its inventory (``inventories``, ``stored``), its tick record
-(``memos``) and its new status (``statuses``): each under its own name only.
+What is whose. The context, read-only once opened: ``now``, ``repo``, ``snapshot``,
+``opened`` (HEAD's statuses), ``forced``, ``stores``, ``status_store``, ``sources``. What
+a Release produces is apart from it, each under the Release's name: its render in
+``rendered``, its inventory in ``inventories`` (:class:`~convoy_batch.store.Inventories`),
+its tick record in the tick store, its new status in ``decided`` (and the status store's
+commit); nothing of one Release is written in a field of the context. The tick builds,
+once each, what Releases share: deployers, parse caches, the ownership index, the CEL
+programs.
 
 The threading rule. Releases on Kubernetes Clusters are reconciled on up to 32 threads
 (``runner.PARALLEL_RELEASES``), one Release per thread under its lock. A thread may read
-any field, and write the entries of its own Release in ``rendered``, ``inventories``,
-``stored``, ``memos`` and ``statuses`` without ``lock`` (one key per thread; a dict's
-item assignment is atomic). What Releases create together takes ``lock``: a Cluster's
+anything, and write its own Release's entries in ``rendered``, ``inventories`` and
+``decided`` and its own tick record without ``lock`` (one key per thread; a dict's item
+assignment is atomic). What Releases create together takes ``lock``: a Cluster's
 deployer (:meth:`deployer`), the ownership index (:meth:`owners`), a Release's render
 (read under it); a parse cache is made once per name (:meth:`cache`, ``setdefault``).
-Other Releases' ``statuses`` are read only by the cluster-wave gate, which reads lower
-waves, finished before this wave started. Deployers, the source
-resolver and the status store guard their own state.
+Other Releases' statuses are read only by the cluster-wave gate, which reads lower
+waves, finished before this wave started. Deployers, the source resolver, the stores
+and the status store guard their own state.
 
 Every cache, in one table (each module states its own invariant where the cache is
 built; this is the index). Cache: key; valid while; lifetime and invalidation.
 
 - ``rendered``: Release; the tick's snapshot; one tick.
-- ``memos`` (``<state>/ticks.json``): Release; a hint the callers compare (blob, source
-  revision, health); across ticks, rewritten per reconcile.
+- tick records (``<state>/ticks.json``, ``TickStore``): Release; a hint the callers
+  compare (blob, source revision, health); across ticks, rewritten per reconcile, parsed
+  once per tick.
 - render key -> renderRef (in the tick record): Release; the digest of every input of
   the render (files, Release, Cluster, tool, the server's capabilities); across ticks,
   reloaded from the verified render store.
-- ``inventories``, ``stored``: Release; read once; one tick.
+- ``inventories``: Release; read once; one tick (its four copies: ``Inventories``).
 - health journal (``<state>/health.json``): Release; the SHA-256 of the inventory file
   it was observed over; across ticks, stale once that file is rewritten.
 - ``<state>/cache/repo.json``: repository path (status, Release, Cluster, Alert files);
@@ -37,7 +42,7 @@ built; this is the index). Cache: key; valid while; lifetime and invalidation.
   Kubernetes object (``k8s:`` keys: a digest of the manifest as sent,
   ``deployers/serverform.py``); across ticks; no Secret is kept; gone entries stay.
 - ``<state>/cache/health-<c>.json``: object; a digest of the CEL library, the rule and
-  the whole object (``health_rules.py``); across ticks.
+  the whole object (``health/cel.py``); across ticks.
 - ``programs``: CEL expression text; one tick.
 - source resolver: (repository, ref, path); the tick's commits; one tick.
 - Kubernetes deployer: kind (its LIST), group version (discovery), object (live); one
@@ -45,23 +50,19 @@ built; this is the index). Cache: key; valid while; lifetime and invalidation.
 - directory deployer: object file; its stat; one tick (then the cluster cache above).
 - status store: status path; HEAD's blob id; one tick.
 - operator files (``operator_files.py``): path; size and modification time; the process.
-
-An inventory has four copies: its file, the health journal's overlay of the file,
-``stored`` (what the state directory holds, read or written this tick) and
-``inventories`` (what the tick now knows); :meth:`save_inventory` makes the file (or the
-journal) agree with ``inventories``.
 """
 
 import functools
 import logging
 import os
 import threading
-from collections.abc import Callable, Collection, Set
+from collections.abc import Callable, Collection, Mapping, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from importlib import metadata
 from pathlib import Path
+from types import MappingProxyType
 
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.deployers.directory import DirectoryDeployer, cluster_root
@@ -69,7 +70,7 @@ from convoy_batch.deployers.simulated import SimulatedDeployer
 from convoy_batch.engine.ownership import Ownership
 from convoy_batch.engine.stages.act import BeforeChange, Writes, no_record
 from convoy_batch.health.cel import Programs
-from convoy_batch.models import Cluster, ObjectKey, ReleaseInventory, ReleaseStatus, TickRecord
+from convoy_batch.models import Cluster, ObjectKey, ReleaseInventory, ReleaseStatus
 from convoy_batch.renderers.pipeline import Rendered
 from convoy_batch.repo.gitops import GitOpsRepo, GitOpsSnapshot
 from convoy_batch.repo.source import SourceResolver
@@ -78,7 +79,7 @@ from convoy_batch.state.files import Writer, os_problem
 from convoy_batch.state.intents import IntentStore
 from convoy_batch.state.locks import Locks
 from convoy_batch.status.store import StatusStore
-from convoy_batch.store import InventoryStore, RenderStore, open_state
+from convoy_batch.store import Inventories, InventoryStore, RenderStore, open_state
 
 log = logging.getLogger("convoy_batch")
 CEL_DISTRIBUTION = "common-expression-language"
@@ -176,16 +177,16 @@ class Tick:
     repo: GitOpsRepo
     stores: Stores
     snapshot: GitOpsSnapshot
-    statuses: dict[str, ReleaseStatus]
+    opened: Mapping[str, ReleaseStatus]
+    """Every status file of HEAD as the tick opened it (never written)."""
     status_store: StatusStore
     sources: SourceResolver
+    inventories: Inventories
     forced: Set[str] = frozenset()
+    decided: dict[str, ReleaseStatus] = field(default_factory=dict)
+    """Release -> the status this tick committed for it (:func:`engine.handler.commit_status`)."""
     deployers: dict[str, Deployer] = field(default_factory=dict)
-    memos: dict[str, TickRecord] = field(default_factory=dict)
     caches: dict[str, ParseCache] = field(default_factory=dict)
-    inventories: dict[str, ReleaseInventory] = field(default_factory=dict)
-    stored: dict[str, ReleaseInventory] = field(default_factory=dict)
-    """The inventories as the state directory holds them (read or written this tick)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     """Guards what Releases reconciled on several threads create together."""
     rendered: dict[str, Rendered] = field(default_factory=dict)
@@ -220,16 +221,22 @@ class Tick:
             repo=repo,
             stores=stores,
             snapshot=repo.snapshot(caches["repo"], revision),
-            statuses=status_store.load_all(caches["repo"]),
+            opened=MappingProxyType(status_store.load_all(caches["repo"])),
             status_store=status_store,
             sources=SourceResolver(repo, state_dir, commit if revision else None),
+            inventories=Inventories(stores.inventories, stores.health),
             forced=forced,
             caches=caches,
             deployer_factory=deployer_factory,
         )
 
     def status(self, name: str) -> ReleaseStatus:
-        return self.statuses.get(name) or ReleaseStatus()
+        """The Release's status: the one this tick committed, else the one it opened."""
+        return self.decided.get(name) or self.opened.get(name) or ReleaseStatus()
+
+    def statuses(self) -> dict[str, ReleaseStatus]:
+        """Every Release's status as :meth:`status` gives it (the render GC reads them)."""
+        return {**self.opened, **self.decided}
 
     def cache(self, name: str) -> ParseCache:
         """A parse cache under ``<state>/cache/``, saved by :meth:`close` (one per name,
@@ -253,17 +260,11 @@ class Tick:
 
     def inventory(self, name: str) -> ReleaseInventory:
         """The Release's inventory as this tick knows it (read once per tick)."""
-        if name not in self.inventories:
-            stores = self.stores
-            inventory = stores.health.overlay(
-                stores.inventories.load(name), stores.inventories.digest(name)
-            )
-            self.inventories[name] = self.stored[name] = inventory
-        return self.inventories[name]
+        return self.inventories.get(name)
 
     def note_inventory(self, inventory: ReleaseInventory) -> None:
         """What the tick now knows of an inventory, written by :meth:`save_inventory`."""
-        self.inventories[inventory.release] = inventory
+        self.inventories.note(inventory)
         self.owners().note_inventory(inventory)
 
     def claimants(self, name: str) -> Callable[[ObjectKey], Collection[str]]:
@@ -297,24 +298,8 @@ class Tick:
         return record
 
     def save_inventory(self, name: str) -> None:
-        """Write the Release's inventory when it differs from the stored one: durably
-        when its entries changed; when only their health did, into the health journal
-        (written once, when the tick closes; the observer sees health again)."""
-        inventory, stored = self.inventory(name), self.stored.get(name)
-        if inventory == stored:
-            return
-        stores = self.stores
-        same_entries = stored is not None and _bookkeeping(inventory) == _bookkeeping(stored)
-        if not (same_entries and stores.health.keep(inventory, stores.inventories.digest(name))):
-            stores.inventories.save(inventory, durable=not same_entries)
-            stores.health.forget(name)
-        self.stored[name] = inventory
-
-    def memo(self, name: str) -> TickRecord:
-        """What the state directory remembers of the Release's last reconcile (read once)."""
-        if name not in self.memos:
-            self.memos[name] = self.stores.ticks.load(name)
-        return self.memos[name]
+        """Write the Release's inventory when it changed (:meth:`Inventories.save`)."""
+        self.inventories.save(name)
 
     def health_memo(self, cluster: Cluster) -> ParseCache:
         """Where the results of the Cluster's health rules are remembered across ticks
@@ -335,11 +320,3 @@ class Tick:
                     cluster, self.stores.state_dir, self.now, cache, releases
                 )
             return self.deployers[cluster.name]
-
-
-def _bookkeeping(inventory: ReleaseInventory) -> list[tuple[object, ...]]:
-    """An inventory's entries without their health (a hook's deletion mark is kept: it is
-    written before the delete)."""
-    return [
-        (e.key, e.wave, e.applied_render_ref, e.prune, e.hook_deleted) for e in inventory.entries
-    ]

@@ -119,19 +119,22 @@ class TickStore(_SharedRecords):
     def __init__(self, state_dir: Path) -> None:
         super().__init__(Path(state_dir) / "ticks.json", state_dir)
         self._records: dict[str, TickRecord] = {}
+        """Release -> its record: the one saved by this instance, else the stored one
+        (parsed once)."""
 
     def load(self, release: str) -> TickRecord:
-        """The stored record; defaults when missing, or (with a warning) when unreadable."""
+        """The Release's record: saved by this store, else stored; defaults when missing,
+        or (with a warning) when unreadable."""
         if release in self._records:
             return self._records[release]
         raw = self.stored(release)
-        if raw is None:
-            return TickRecord()
-        try:
-            return parse_model(TickRecord, raw, f"{self.path}: {release}")
-        except ValueError as exc:
-            log.warning("unreadable tick record, ignored: %s", exc)
-            return TickRecord()
+        record = TickRecord()
+        if raw is not None:
+            try:
+                record = parse_model(TickRecord, raw, f"{self.path}: {release}")
+            except ValueError as exc:
+                log.warning("unreadable tick record, ignored: %s", exc)
+        return self._records.setdefault(release, record)
 
     def save(self, release: str, record: TickRecord) -> None:
         """Keep ``record`` for the next :meth:`flush`."""

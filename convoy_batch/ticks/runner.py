@@ -114,7 +114,7 @@ def is_due(
     return due_reasons(
         release,
         status,
-        tick.memo(release.name),
+        tick.stores.ticks.load(release.name),
         health=health_snapshot(inventory) if inventory is not None else None,
         release_blob=entry.blob,
         source_revision=source_revision(tick, entry),
@@ -436,7 +436,7 @@ def finish_tick(
 def referenced_renders(tick: Tick) -> set[str]:
     """Every renderRef a status file or a write-ahead record refers to (rollout,
     attempts, history; the record's step)."""
-    statuses = list(tick.statuses.values())
+    statuses = list(tick.statuses().values())
     refs: set[str] = set()
     for name in tick.stores.intents.names():
         intent = tick.stores.intents.load(name)

@@ -1,15 +1,13 @@
 """``apply_last_healthy`` (SPEC 8): the first rollback, the hold, and the rollback
-after a wave timeout, in one code path (``roll_back``).
+after a wave timeout, in one code path.
 
 Applies the verified blob of ``status.lastHealthy`` in one pass (no waves, dry run or
-hooks), prunes, and records the inventory. A failed step logs and returns a result
-with ``applied=False``; it never raises. The ``RolledBack`` outcome comes from the
+hooks), prunes, and records the inventory. A failed step logs and gives the decided
+rollback's failed outcome; it never raises. The ``RolledBack`` outcome comes from the
 decided :class:`~convoy_batch.rollout.RollBack`. I/O through the stores and the deployer.
 """
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.engine.stages.act import Writes, carry_out, expected_inventory
@@ -25,77 +23,7 @@ log = logging.getLogger("convoy_batch")
 NO_LAST_HEALTHY = "no last healthy render to roll back to"
 
 
-@dataclass(frozen=True)
-class LastHealthyResult:
-    applied: bool
-    render: RenderId | None
-    inventory: ReleaseInventory
-    message: str
-
-
 def apply_last_healthy(
-    tick: Tick,
-    release: Release,
-    status: ReleaseStatus,
-    deployer: Deployer,
-    inventory: ReleaseInventory,
-    expected: Callable[[RenderId], Outcome],
-    writes: Writes,
-    failed: Render | None = None,
-) -> LastHealthyResult:
-    """``expected(render)``: the caller's outcome when the rollback to ``render``
-    succeeds, handed to ``writes.ahead`` before the cluster changes. ``failed``: the
-    render rolled back from, whose SyncFail hooks are applied first (once) and whose
-    finished hooks are deleted by their policy (``stages/hooks.py``)."""
-    record = writes.record
-    if failed is not None:
-        inventory = apply_sync_fail(deployer, inventory, failed, record)
-    healthy = status.last_healthy
-    if healthy is None:
-        return LastHealthyResult(False, None, inventory, NO_LAST_HEALTHY)
-    blob = tick.stores.renders.get(healthy.render_ref)
-    if blob is None:
-        message = f"render store has no valid blob for last healthy {healthy.render_ref}"
-        log.warning("%s: %s", release.name, message)
-        return LastHealthyResult(False, None, inventory, message)
-    render = load_render(blob, release.name, healthy.revision)
-    rendered = RenderId(ref=render.ref, revision=healthy.revision)
-    step = Step(
-        render_ref=render.ref,
-        revision=healthy.revision,
-        prune=True,
-        prune_enabled=release.spec.sync_policy.prune,
-    )
-    tick.stores.renders.settle(render.ref)  # what the record points at is durable first
-    writes.ahead(step, expected(rendered), expected_inventory(inventory, render, step))
-    acted = carry_out(deployer, inventory, render, step, record, writes.claimants)
-    if acted.failure is not None:
-        log.warning("%s: rollback apply failed: %s", release.name, acted.failure)
-        message = f"rollback failed: {acted.failure}"
-        return LastHealthyResult(False, None, acted.inventory, message)
-    if acted.errors:
-        log.warning("%s: rollback prune failed: %s", release.name, acted.errors[0])
-        return LastHealthyResult(
-            False, None, acted.inventory, f"rollback failed: {acted.errors[0]}"
-        )
-    if failed is None:
-        return LastHealthyResult(True, rendered, acted.inventory, "")
-    after, errors = delete_finished_hooks(deployer, acted.inventory, failed, record, status.waves)
-    for error in errors:
-        log.warning("%s: hook not deleted: %s", release.name, error)
-    return LastHealthyResult(True, rendered, after, "")
-
-
-def expected_rollback(rollback: RollBack, status: ReleaseStatus) -> Outcome:
-    """The outcome ``rollback`` gives when its apply succeeds, decided without reading
-    the render store."""
-    healthy = status.last_healthy
-    if healthy is None:
-        return rollback.failed(NO_LAST_HEALTHY)
-    return rollback.applied(RenderId(ref=healthy.render_ref, revision=healthy.revision))
-
-
-def roll_back(
     tick: Tick,
     release: Release,
     status: ReleaseStatus,
@@ -105,11 +33,51 @@ def roll_back(
     writes: Writes,
     failed: Render | None = None,
 ) -> tuple[Outcome, ReleaseInventory]:
-    """Carry out a decided rollback: its ``RolledBack`` outcome and the new inventory.
-    ``failed``: the render rolled back from (see :func:`apply_last_healthy`)."""
-    back = apply_last_healthy(
-        tick, release, status, deployer, inventory, rollback.applied, writes, failed
+    """Carry out a decided rollback: its ``RolledBack`` outcome (``rollback.applied``,
+    handed to ``writes.ahead`` before the cluster changes) and the new inventory.
+    ``failed``: the render rolled back from, whose SyncFail hooks are applied first
+    (once) and whose finished hooks are deleted by their policy (``stages/hooks.py``)."""
+    record = writes.record
+    if failed is not None:
+        inventory = apply_sync_fail(deployer, inventory, failed, record)
+    healthy = status.last_healthy
+    if healthy is None:
+        return rollback.failed(NO_LAST_HEALTHY), inventory
+    blob = tick.stores.renders.get(healthy.render_ref)
+    if blob is None:
+        message = f"render store has no valid blob for last healthy {healthy.render_ref}"
+        log.warning("%s: %s", release.name, message)
+        return rollback.failed(message), inventory
+    render = load_render(blob, release.name, healthy.revision)
+    rendered = RenderId(ref=render.ref, revision=healthy.revision)
+    step = Step(
+        render_ref=render.ref,
+        revision=healthy.revision,
+        prune=True,
+        prune_enabled=release.spec.sync_policy.prune,
     )
-    if back.applied and back.render is not None:
-        return rollback.applied(back.render), back.inventory
-    return rollback.failed(back.message), back.inventory
+    tick.stores.renders.settle(render.ref)  # what the record points at is durable first
+    writes.ahead(step, rollback.applied(rendered), expected_inventory(inventory, render, step))
+    acted = carry_out(deployer, inventory, render, step, record, writes.claimants)
+    if acted.failure is not None:
+        log.warning("%s: rollback apply failed: %s", release.name, acted.failure)
+        message = f"rollback failed: {acted.failure}"
+        return rollback.failed(message), acted.inventory
+    if acted.errors:
+        log.warning("%s: rollback prune failed: %s", release.name, acted.errors[0])
+        return rollback.failed(f"rollback failed: {acted.errors[0]}"), acted.inventory
+    if failed is None:
+        return rollback.applied(rendered), acted.inventory
+    after, errors = delete_finished_hooks(deployer, acted.inventory, failed, record, status.waves)
+    for error in errors:
+        log.warning("%s: hook not deleted: %s", release.name, error)
+    return rollback.applied(rendered), after
+
+
+def expected_rollback(rollback: RollBack, status: ReleaseStatus) -> Outcome:
+    """The outcome ``rollback`` gives when its apply succeeds, decided without reading
+    the render store."""
+    healthy = status.last_healthy
+    if healthy is None:
+        return rollback.failed(NO_LAST_HEALTHY)
+    return rollback.applied(RenderId(ref=healthy.render_ref, revision=healthy.revision))

@@ -67,7 +67,7 @@ def stage_render(tick: Tick, release: Release) -> Rendered:
     server = capabilities(tick, release, cluster)
     inputs = render_inputs(release, tick.sources, tick.stores.state_dir, server)
     key = render_key(inputs, release, cluster)
-    memo = tick.memo(release.name)
+    memo = tick.stores.ticks.load(release.name)
     blob = None
     if memo.render_key == key and memo.render_ref is not None:
         blob = tick.stores.renders.get(memo.render_ref)
