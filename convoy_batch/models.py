@@ -163,6 +163,13 @@ class HealthStrategy(StrEnum):
     HEALTHY = "Healthy"
 
 
+class DeletionPolicy(StrEnum):
+    """What a Release's removal from the repository does to its objects."""
+
+    DELETE = "Delete"
+    ORPHAN = "Orphan"
+
+
 class RollbackMode(StrEnum):
     AUTO = "Auto"
     NEVER = "Never"
@@ -252,10 +259,21 @@ class ReleaseSpec(Model):
     failure_policy: FailurePolicy | None = None
     health_checks: HealthChecks = ()
     """Health rules for the Release's own objects; before its Cluster's (``health_rules``)."""
+    deletion_policy: DeletionPolicy | None = None
+    """Unset: ``Delete`` when ``syncPolicy.prune`` is true, else ``Orphan`` (see
+    :attr:`deletes`)."""
 
     @model_serializer(mode="wrap")
     def _checks_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _unsaid_when_empty(handler(self), "healthChecks")
+        data = _unsaid_when_empty(handler(self), "healthChecks")
+        return _unsaid_when_empty(data, "deletionPolicy")
+
+    @property
+    def deletes(self) -> bool:
+        """Removing the Release deletes its objects (its ``deletionPolicy`` in force)."""
+        if self.deletion_policy is None:
+            return self.sync_policy.prune
+        return self.deletion_policy == DeletionPolicy.DELETE
 
 
 class Release(Model):

@@ -113,6 +113,59 @@ class GitOpsRepo:
         branch = None if head.is_detached else head.reference.name
         return GitOpsSnapshot(commit.hexsha, branch, releases, clusters, cluster_errors)
 
+    def last_version(self, name: str, head: str | None = None) -> "LastVersion | None":
+        """Release ``name`` as its last committed version had it: its file in the first
+        parent of the newest commit on ``head``'s first-parent line (default HEAD) that
+        removed it; None when no commit removed such a file. Git walks the history."""
+        paths = [f"{RELEASES_DIR}/{name}{suffix}" for suffix in SUFFIXES]
+        found = self.repo.git.log(
+            "--first-parent",
+            "-m",
+            "--diff-filter=D",
+            "--no-renames",
+            "--format=%H",
+            "--max-count=1",
+            head or "HEAD",
+            "--",
+            *paths,
+        ).split()
+        if not found:
+            return None
+        removing = self.repo.commit(found[0])
+        before = removing.parents[0].tree
+        for path in paths:
+            try:
+                blob = before / path
+            except KeyError:
+                continue
+            loaded = _load_file(blob, Release, None)
+            return LastVersion(name, removing.hexsha, path, loaded.model, loaded.error)
+        return None
+
+    def trailers(self, key: str, since: str | None, head: str | None = None) -> list[str]:
+        """The values of trailer ``key`` in the commits of ``since..head`` (``head`` alone
+        when ``since`` is None), as git parses them."""
+        span = f"{since}..{head or 'HEAD'}" if since else head or "HEAD"
+        text = self.repo.git.log(
+            f"--format=%(trailers:key={key},valueonly,separator=%x00)%x00",
+            *(() if since else ("--max-count=1",)),
+            span,
+        )
+        return [v.strip() for v in text.split("\0") if v.strip()]
+
+
+@dataclass(frozen=True)
+class LastVersion:
+    """The Release file a commit removed, read from that commit's first parent."""
+
+    name: str
+    removed_in: str
+    """The SHA of the commit that removed the file."""
+    path: str
+    release: Release | None
+    error: str | None
+    """Why that version does not parse (one line), else None."""
+
 
 def load_objects(
     tree: git.Tree, directory: str, model: type[M], cache: ParseCache | None = None

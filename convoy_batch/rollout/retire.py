@@ -1,0 +1,125 @@
+"""Which Releases a commit retired, and what becomes of each (issue: deleting a Release).
+Pure: decides over values the tick read; nothing here reads git or a cluster.
+
+A Release is *gone* when its status file exists and no file under ``releases/`` at HEAD is
+(or could be) that Release. A gone Release is retired only when nothing could make the
+reading wrong, and never in a batch that looks like an accident:
+
+- **Pending.** While the repository read failed or any Release file is unreadable or
+  invalid, no Release is retired (that file could be the gone one): each gone Release
+  waits, naming the file that stops it.
+- **Adopted.** A gone Release whose objects another Release on the same Cluster now
+  renders hands them over: nothing is deleted, and it is not counted by the guard.
+- **Blocked.** At least two retirements that take more than half of the Releases of one
+  Cluster, or every Release of the repository, counted over the Releases at the last
+  tick's HEAD (the mass-deletion guard), are all held, except those a commit allows
+  (``Convoy-Allow-Delete: all`` or a list of names) or ``--allow-deletions``.
+- Otherwise a gone Release is deleted or orphaned as its last committed version's
+  ``deletionPolicy`` says.
+"""
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+ALLOW_DELETE_TRAILER = "Convoy-Allow-Delete"
+"""The commit trailer that lets the guard's deletions go ahead: ``all``, or names."""
+
+
+class Fate(StrEnum):
+    """What becomes of a gone Release this tick."""
+
+    DELETE = "Delete"
+    ORPHAN = "Orphan"
+    ADOPTED = "Adopted"
+    PENDING = "Pending"
+    BLOCKED = "Blocked"
+
+
+@dataclass(frozen=True)
+class Gone:
+    """A Release whose file a commit removed, as its last committed version said."""
+
+    name: str
+    cluster: str
+    delete: bool
+    """Its ``deletionPolicy`` is ``Delete`` (else ``Orphan``)."""
+    adopted_by: str | None = None
+    """The Release on the same Cluster that now renders its objects."""
+
+
+@dataclass(frozen=True)
+class Retirement:
+    name: str
+    fate: Fate
+    message: str
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """The deletions the guard lets through: every one, or these names."""
+
+    every: bool = False
+    names: frozenset[str] = frozenset()
+
+    def __contains__(self, name: object) -> bool:
+        return self.every or name in self.names
+
+    def __or__(self, other: "Allowed") -> "Allowed":
+        return Allowed(self.every or other.every, self.names | other.names)
+
+
+def allowed_by_trailers(values: Sequence[str]) -> Allowed:
+    """The deletions the values of ``Convoy-Allow-Delete`` trailers allow (``all``, or
+    names separated by commas or spaces)."""
+    names: set[str] = set()
+    for value in values:
+        words = value.replace(",", " ").split()
+        if any(w.lower() == "all" for w in words):
+            return Allowed(every=True)
+        names.update(words)
+    return Allowed(names=frozenset(names))
+
+
+def retire(
+    gone: Sequence[Gone],
+    *,
+    unreadable: str | None,
+    last_releases: Mapping[str, str],
+    allowed: Allowed = Allowed(),
+) -> list[Retirement]:
+    """The fate of each gone Release. ``unreadable``: the first repository or Release
+    file problem of the tick (None: the whole repository was read); ``last_releases``:
+    Release -> Cluster at the last tick's HEAD (the guard's counts)."""
+    if unreadable is not None:
+        message = f"deletion waits: {unreadable}"
+        return [Retirement(g.name, Fate.PENDING, message) for g in gone]
+    leaving = [g for g in gone if g.adopted_by is None]
+    blocked = _guard(leaving, last_releases)
+    found = []
+    for g in gone:
+        if g.adopted_by is not None:
+            found.append(Retirement(g.name, Fate.ADOPTED, f"adopted by {g.adopted_by}"))
+        elif blocked is not None and g.name not in allowed:
+            found.append(Retirement(g.name, Fate.BLOCKED, blocked))
+        else:
+            fate = Fate.DELETE if g.delete else Fate.ORPHAN
+            found.append(Retirement(g.name, fate, ""))
+    return found
+
+
+def _guard(leaving: Collection[Gone], last_releases: Mapping[str, str]) -> str | None:
+    """Why the guard holds these retirements (the counts), or None."""
+    if len(leaving) < 2:
+        return None
+    per_cluster: dict[str, int] = {}
+    for g in leaving:
+        per_cluster[g.cluster] = per_cluster.get(g.cluster, 0) + 1
+    known = {**{g.name: g.cluster for g in leaving}, **last_releases}
+    if len(leaving) >= len(known):
+        return f"mass deletion: {len(leaving)} of {len(known)} Releases of the repository"
+    for cluster in sorted(per_cluster):
+        total = sum(1 for c in known.values() if c == cluster)
+        if per_cluster[cluster] * 2 > total:
+            return f"mass deletion: {per_cluster[cluster]} of {total} Releases of {cluster}"
+    return None
