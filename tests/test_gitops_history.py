@@ -3,9 +3,10 @@
 
 from pathlib import Path
 
+from convoy_batch.engine.stages.render import render_key
 from convoy_batch.repo.gitops import GitOpsRepo
 from tests.gitfixtures import commit_files, make_repo, remove_files
-from tests.test_gitops import release_yaml
+from tests.test_gitops import CLUSTER, release_yaml
 
 
 def test_the_last_version_is_the_file_before_the_commit_that_removed_it(tmp_path: Path) -> None:
@@ -78,3 +79,23 @@ def test_an_unknown_deletion_policy_is_an_error_naming_the_field(tmp_path: Path)
     make_repo(tmp_path, {"releases/web.yaml": release_yaml("web", "  deletionPolicy: Keep\n")})
     entry = GitOpsRepo(tmp_path).snapshot().releases["web"]
     assert entry.error is not None and "spec.deletionPolicy" in entry.error
+
+
+def test_the_deletion_policy_is_not_part_of_a_renders_inputs(tmp_path: Path) -> None:
+    make_repo(
+        tmp_path,
+        {
+            "releases/web.yaml": release_yaml("web"),
+            "releases/kept.yaml": release_yaml("kept", "  deletionPolicy: Orphan\n"),
+            "clusters/staging.yaml": CLUSTER,
+        },
+    )
+    snapshot = GitOpsRepo(tmp_path).snapshot()
+    web, kept = (snapshot.releases[n].release for n in ("web", "kept"))
+    assert web is not None and kept is not None
+    renamed = kept.model_copy(update={"metadata": web.metadata})
+    renamed = renamed.model_copy(
+        update={"spec": renamed.spec.model_copy(update={"source": web.spec.source})}
+    )
+    cluster = snapshot.clusters["staging"]
+    assert render_key(["files"], renamed, cluster) == render_key(["files"], web, cluster)
