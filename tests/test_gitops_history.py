@@ -5,6 +5,7 @@ from pathlib import Path
 
 from convoy_batch.engine.stages.render import render_key
 from convoy_batch.repo.gitops import GitOpsRepo
+from convoy_batch.rollout.retire import ALLOW_DELETE_TRAILER
 from tests.gitfixtures import commit_files, make_repo, remove_files
 from tests.test_gitops import CLUSTER, release_yaml
 
@@ -53,9 +54,9 @@ def test_trailers_are_read_by_git_from_the_commits_since_the_last_tick(tmp_path:
     commit_files(repo, {"b": "2\n"}, "no trailer here\n\nConvoy-Allow-Delete is prose\n")
     commit_files(repo, {"c": "3\n"}, "more\n\nSigned-off-by: A <a@b>\nConvoy-Allow-Delete: all\n")
     gitops = GitOpsRepo(tmp_path)
-    assert sorted(gitops.trailers("Convoy-Allow-Delete", since)) == ["all", "web, api"]
-    assert gitops.trailers("Convoy-Allow-Delete", None) == ["all"]
-    assert gitops.trailers("Convoy-Allow-Delete", repo.head.commit.hexsha) == []
+    assert sorted(gitops.trailers(ALLOW_DELETE_TRAILER, since)) == ["all", "web, api"]
+    assert gitops.trailers(ALLOW_DELETE_TRAILER, None) == ["all"]
+    assert gitops.trailers(ALLOW_DELETE_TRAILER, repo.head.commit.hexsha) == []
 
 
 def test_the_deletion_policy_defaults_to_delete_with_prune_else_orphan(tmp_path: Path) -> None:

@@ -65,9 +65,6 @@ class Allowed:
     def __contains__(self, name: object) -> bool:
         return self.every or name in self.names
 
-    def __or__(self, other: "Allowed") -> "Allowed":
-        return Allowed(self.every or other.every, self.names | other.names)
-
 
 def allowed_by_trailers(values: Sequence[str]) -> Allowed:
     """The deletions the values of ``Convoy-Allow-Delete`` trailers allow (``all``, or
