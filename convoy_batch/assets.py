@@ -32,9 +32,10 @@ from typing import Any
 
 import dagster as dg
 
-from convoy_batch.engine.handler import Handled
+from convoy_batch.engine.handler import Handled, describe
 from convoy_batch.engine.tick import default_state_dir
 from convoy_batch.rollout.glance import Glance, alarm, glance, headline
+from convoy_batch.rollout.retire import RETIRED
 from convoy_batch.ticks.runner import TickReport, run_tick
 from convoy_batch.ticks.shards import run_sharded
 from convoy_batch.timefmt import parse_time
@@ -126,8 +127,9 @@ def _state(status: Any) -> str | None:
 
 def outcome_metadata(handled: Handled) -> dict[str, Any]:
     outcome = handled.outcome
+    retired = outcome.reason in RETIRED  # its status file removed: Deleted or Orphaned
     return {
-        "state": _state(handled.status),
+        "state": outcome.reason.value if retired else _state(handled.status),
         "previousState": _state(handled.prior),
         "reason": outcome.reason.value,
         "message": outcome.message,
@@ -242,10 +244,17 @@ def record(context: dg.OpExecutionContext, report: TickReport) -> None:
                 asset_key=RELEASE_KEY,
                 partition=handled.name,
                 metadata=outcome_metadata(handled),
-                description=headline(handled.status),
+                description=(
+                    describe(handled)
+                    if handled.outcome.reason in RETIRED
+                    else headline(handled.status)
+                ),
             )
         )
     log_checks(context, changed)
+    for handled in changed:  # retired: its partition goes, its events stay in the log
+        if handled.outcome.reason in RETIRED:
+            context.instance.delete_dynamic_partition(PARTITIONS, handled.name)
     context.log.info(summary(report, changed))
     if report.commit_error:
         context.log.error(report.commit_error)

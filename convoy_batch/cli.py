@@ -51,6 +51,16 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", help="forced sync of the named Releases")
     r.add_argument("--no-observe", action="store_true", help="do not refresh health first")
     r.add_argument(
+        "--orphan",
+        action="store_true",
+        help="end the named removed Releases as Orphaned, sending nothing to their cluster",
+    )
+    r.add_argument(
+        "--allow-deletions",
+        action="store_true",
+        help="let the mass-deletion guard's deletions through",
+    )
+    r.add_argument(
         "--jobs",
         type=int,
         default=1,
@@ -110,7 +120,13 @@ def cmd_reconcile(args: argparse.Namespace, repo: Path, state: Path, now: dateti
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     forced = frozenset(args.names) if args.force else frozenset()
-    options = {"all_releases": args.all, "forced": forced, "observe_first": not args.no_observe}
+    options = {
+        "all_releases": args.all,
+        "forced": forced,
+        "observe_first": not args.no_observe,
+        "orphan": args.orphan,
+        "allow_deletions": args.allow_deletions,
+    }
     if args.jobs > 1:
         report = run_sharded(repo, state, now, args.jobs, args.names, **options)
     else:

@@ -83,5 +83,12 @@ class StateFailed(ConvoyError):
     reason = Reason.STATE_FAILED
 
 
+class DeletionPending(ConvoyError):
+    """A removed Release whose retirement cannot be carried out yet: a Release file or
+    the repository cannot be read, its Cluster cannot be reached, or a delete failed."""
+
+    reason = Reason.DELETION_PENDING
+
+
 class UsageError(Exception):
     """A CLI usage problem (exit code 2): unreadable repository, unknown Release name."""

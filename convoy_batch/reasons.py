@@ -19,6 +19,12 @@ class Reason(StrEnum):
     WAITING_FOR_CLUSTER_WAVE = "WaitingForClusterWave"
     WAVE_TIMEOUT = "WaveTimeout"
     """Also the rollout reason of a wave timeout (SPEC 7)."""
+    DELETION_BLOCKED = "DeletionBlocked"
+    """A removed Release held by the mass-deletion guard (README, "Deleting a Release")."""
+    DELETED = "Deleted"
+    """A removed Release's objects deleted (or adopted), its status file removed."""
+    ORPHANED = "Orphaned"
+    """A removed Release's objects left as they are, its status file removed."""
 
     # Error reasons: one per typed error of ``convoy_batch.errors`` (exit 1).
     INVALID_RELEASE = "InvalidRelease"
@@ -32,6 +38,7 @@ class Reason(StrEnum):
     APPLY_FAILED = "ApplyFailed"
     PRUNE_FAILED = "PruneFailed"
     STATE_FAILED = "StateFailed"
+    DELETION_PENDING = "DeletionPending"
 
     # Rollout reasons only (SPEC 5, 6.1).
     NEW_RENDER = "NewRender"
@@ -53,6 +60,7 @@ ERROR_REASONS: frozenset[Reason] = frozenset(
         Reason.APPLY_FAILED,
         Reason.PRUNE_FAILED,
         Reason.STATE_FAILED,
+        Reason.DELETION_PENDING,
     }
 )
 """The outcome reasons that are errors: exactly the ``reason`` of each typed error (a

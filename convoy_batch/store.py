@@ -306,6 +306,17 @@ class InventoryStore:
             raise StateFailed(os_problem(path, exc)) from None
         self._digests[inventory.release] = hashlib.sha256(data).hexdigest()
 
+    def remove(self, release: str) -> None:
+        """Remove the Release's inventory file (a retired Release; StateFailed when it
+        cannot be removed)."""
+        path = self.path(release)
+        self._usable()
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise StateFailed(os_problem(path, exc)) from None
+        self._digests[release] = None
+
 
 class Inventories:
     """One tick's view of every Release's inventory, over the inventory files and the
@@ -348,6 +359,12 @@ class Inventories:
             self.files.save(inventory, durable=not same_entries)
             self.journal.forget(name)
         self.stored[name] = inventory
+
+    def drop(self, name: str) -> None:
+        """Remove the Release's inventory, file and journal record (a retired Release)."""
+        self.files.remove(name)
+        self.journal.forget(name)
+        self.known[name] = self.stored[name] = ReleaseInventory(release=name)
 
 
 def _bookkeeping(inventory: ReleaseInventory) -> list[tuple[object, ...]]:

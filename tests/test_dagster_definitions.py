@@ -292,6 +292,33 @@ def test_the_discovery_sensor_adds_and_removes_partitions_with_the_files(
     assert sorted(example.instance.get_dynamic_partitions("releases")) == ["db", "reports", "web"]
 
 
+def test_a_retired_release_s_partition_goes_once_its_status_file_is_removed(
+    example: Example,
+) -> None:
+    example.tick(T0)
+    discover(example)
+    remove_files(example.repo, ["releases/web.yaml"])
+    assert discover(example) == []  # its status is there: its retirement has a partition
+
+    run = tick_job.execute_in_process(
+        run_config=tick_run_config(),
+        instance=example.instance,
+        resources={"convoy": example.resource(T0 + timedelta(minutes=1))},
+    )
+
+    found = materializations(run)
+    assert (found["web"]["previousState"], found["web"]["state"]) == ("Progressing", "Deleted")
+    assert found["web"]["reason"] == "Deleted"
+    assert sorted(example.instance.get_dynamic_partitions("releases")) == ["api", "reports"]
+    kept = example.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=RELEASE_KEY, asset_partitions=["web"]), limit=10
+    ).records
+    assert [r.event_log_entry.message for r in kept] == [
+        "web: Progressing -> Deleted (1 objects deleted, 0 kept)"
+    ]  # the partition is gone, its materialization stays in the event log
+    assert discover(example) == []
+
+
 def settled(example: Example) -> str | None:
     """Two ticks (the second after the observer's first look), then the sensor's cursor."""
     example.tick(T0)

@@ -327,14 +327,42 @@ def test_an_unknown_revision_or_release_is_a_usage_error(s: Scenario) -> None:
     assert s.cli("diff", "nope").code == 2
 
 
-def test_a_release_gone_at_the_revision_is_listed_and_its_objects_stay(s: Scenario) -> None:
+def test_a_release_removed_at_the_revision_shows_its_deletion(s: Scenario) -> None:
     rolled_out(s)
     on_branch(s, "pr", {"releases/web.yaml": None})
+    head = s.head()
+
     result = s.cli("diff", "--revision", "pr", "--exit-code")
+
     assert result.code == 1, result.err
-    assert "web: gone at the revision: no longer reconciled; its 2 objects stay" in (
-        result.out.splitlines()
+    lines = result.out.splitlines()
+    assert lines[1] == (
+        "web: removed at the revision: Delete: web: Succeeded -> Deleted "
+        "(2 objects deleted, 0 kept)"
     )
+    assert lines[2:4] == [
+        "  - ConfigMap web/web-config (deleted)",
+        "  - Deployment.apps web/web (deleted)",
+    ]
+    assert s.head() == head and s.has_status("web")  # nothing retired
+
+
+def test_diff_shows_the_guard_holding_a_mass_deletion(s: Scenario) -> None:
+    s.app("web")
+    s.app("api")
+    s.reconcile()
+    on_branch(s, "pr", {"releases/web.yaml": None, "releases/api.yaml": None})
+
+    text = s.cli("diff", "--revision", "pr").out.splitlines()
+    markdown = s.cli("diff", "--revision", "pr", "--output", "markdown").out
+
+    blocked = [line for line in text if line.startswith("web: removed at the revision")]
+    assert blocked[0].startswith(
+        "web: removed at the revision: DeletionBlocked: mass deletion: 2 of 2 Releases of the "
+        "repository"
+    )
+    assert "  - Deployment.apps web/web (deleted)" in text
+    assert "| web | staging | 0 | 0 | 2 | DeletionBlocked: mass deletion: 2 of 2" in markdown
 
 
 README = PROJECT / "README.md"

@@ -15,7 +15,9 @@ injected, with real conditions. Reasons the CLI reaches in other tests: ``DryRun
 tests/test_malformed_table.py; ``StateFailed`` (and an ``ApplyFailed`` of every Release)
 in tests/test_state_damage.py; ``ClusterUnavailable`` of an unloadable kubeconfig in
 tests/test_bad_input.py and of a stopped API server in tests/k8s; ``Forbidden`` in
-tests/k8s/test_k8s_scenarios.py; ``OwnershipConflict`` in tests/test_ownership.py.
+tests/k8s/test_k8s_scenarios.py; ``OwnershipConflict`` in tests/test_ownership.py;
+``DeletionPending`` (a removed Release's) in tests/test_delete_release.py and
+tests/k8s/test_k8s_delete_release.py.
 """
 
 import socket
@@ -167,6 +169,7 @@ REACHED_ELSEWHERE = {
     "ClusterNotFound": "tests/test_malformed_table.py",
     "StateFailed": "tests/test_state_damage.py",
     "OwnershipConflict": "tests/test_ownership.py, tests/k8s/test_k8s_ownership.py",
+    "DeletionPending": "tests/test_delete_release.py, tests/k8s/test_k8s_delete_release.py",
 }
 
 

@@ -587,3 +587,38 @@ def test_an_outbox_that_leads_out_of_the_state_directory_is_one_line_and_never_w
     assert len(errors) == 1
     assert "outbox: a symlink leading out of" in errors[0]
     assert scenario.status()["rollout"]["state"] == "Progressing"
+
+
+def test_a_retirement_is_told_to_the_alerts_of_its_cluster(
+    scenario: Scenario, receiver: Receiver
+) -> None:
+    receiver.up()
+    providers(scenario, "providers:\n" + generic(receiver))
+    spec = "  releases: [{cluster: staging}]\n  reasons: [DeletionBlocked, Deleted]\n"
+    scenario.commit({"alerts/retired.yaml": alert_yaml("retired", "hooks", spec)})
+    for name in ("web", "api", "db"):
+        scenario.app(name)
+    scenario.reconcile(minutes=0)
+    scenario.commit({"releases/web.yaml": None, "releases/api.yaml": None}, "remove two")
+    scenario.reconcile(minutes=1)  # held by the guard: one event per Release
+    blocked = [r.body for r in receiver.requests]
+    scenario.commit({"notes.txt": "x"}, "allow\n\nConvoy-Allow-Delete: web\n")
+
+    scenario.reconcile(minutes=2)
+
+    assert sorted((e["release"], e["outcome"]) for e in blocked) == [
+        ("api", "DeletionBlocked"),
+        ("web", "DeletionBlocked"),
+    ]
+    deleted = receiver.requests[-1].body
+    assert len(receiver.requests) == 3
+    assert (deleted["release"], deleted["cluster"], deleted["state"]) == (
+        "web",
+        "staging",
+        "Deleted",
+    )
+    assert deleted["previousState"] == "Progressing"
+    assert deleted["message"] == "2 objects deleted, 0 kept"
+    assert deleted["summary"] == (
+        "web (staging): Progressing -> Deleted (Deleted): 2 objects deleted, 0 kept"
+    )

@@ -71,7 +71,7 @@ def test_the_reason_texts_are_unchanged() -> None:
         "RenderFailed", "ClusterNotFound", "ClusterUnavailable", "Forbidden", "OwnershipConflict",
         "DryRunFailed",
         "ApplyFailed", "PruneFailed", "StateFailed", "NewRender", "Healthy", "Unhealthy",
-        "ProgressDeadlineExceeded",
+        "ProgressDeadlineExceeded", "DeletionPending", "DeletionBlocked", "Deleted", "Orphaned",
     }  # fmt: skip
 
 

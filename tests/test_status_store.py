@@ -300,6 +300,28 @@ def test_user_changes_are_neither_committed_nor_lost(repo: Path) -> None:
     assert run_git(repo, "show", ":releases/web.yaml") == RELEASE + "spec: {}"
 
 
+def test_a_removal_is_one_commit_and_leaves_the_user_s_changes(repo: Path) -> None:
+    store = store_of(repo)
+    store.commit("web", FULL, "web: Synced")
+    store.commit("api", FULL, "api: Synced")
+    (repo / "releases/web.yaml").write_text(RELEASE + "spec: {}\n")
+    run_git(repo, "add", "releases/web.yaml")
+    (repo / "README.md").write_text("ops, edited\n")
+    before = head(repo)
+
+    with store.batch():
+        done = store.remove_later("web", "web: Succeeded -> Deleted (2 objects deleted, 0 kept)")
+        none = store.remove_later("nothing", "nothing: has no status file")
+    sha = done.result()
+
+    assert sha == head(repo) and none.result() is None
+    assert run_git(repo, "rev-parse", f"{sha}^") == before
+    assert run_git(repo, "show", "--name-status", "--format=", sha) == "D\tstatus/web.yaml"
+    assert not (repo / "status/web.yaml").exists() and (repo / "status/api.yaml").exists()
+    assert sorted(porcelain(repo)) == [" M README.md", "M  releases/web.yaml"]
+    assert store_of(repo).load_all().keys() == {"api"}
+
+
 def test_commit_works_on_a_branch_with_no_commit_yet(tmp_path: Path) -> None:
     path = tmp_path / "empty"
     path.mkdir()

@@ -50,3 +50,14 @@ class Describes(Protocol):
     def capabilities(self) -> Capabilities:
         """Read once per deployer (one tick); ClusterUnavailable when it cannot be."""
         ...
+
+
+@runtime_checkable
+class ListsNamespaces(Protocol):
+    """A deployer that can tell what a namespace holds (a removed Release's namespace is
+    deleted only when nothing is in it)."""
+
+    def namespace_objects(self, namespace: str) -> list[ObjectKey]:
+        """The objects in ``namespace``, but for those the cluster makes in every
+        namespace by itself (its default ServiceAccount and CA ConfigMap, events)."""
+        ...

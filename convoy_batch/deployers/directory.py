@@ -430,3 +430,11 @@ class DirectoryDeployer:
 
     def get_many(self, keys: Iterable[ObjectKey]) -> dict[ObjectKey, Manifest | None]:
         return {key: self.get(key) for key in keys}
+
+    def namespace_objects(self, namespace: str) -> list[ObjectKey]:
+        """The objects stored in ``namespace`` (its folder's object files)."""
+        folder = self.root / namespace
+        if not is_label(namespace) or not folder.is_dir():
+            return []
+        found = (self._load(path) for path in sorted(folder.glob("*/*.yaml")))
+        return [key_of(obj) for obj in found if obj is not None]

@@ -130,6 +130,21 @@ def _pair(desired: Manifest) -> tuple[Identity, str | None]:
     return key_of(desired).identity(), annotation(desired, ANNOTATION_RENDER)
 
 
+CLUSTER_MADE = {("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt")}
+"""(kind, name) of the core objects a cluster makes in every namespace by itself."""
+
+
+def _cluster_made(obj: Manifest) -> bool:
+    """An object the cluster made in the namespace by itself: its default ServiceAccount,
+    that account's token Secret, the CA ConfigMap."""
+    meta = obj.get("metadata") or {}
+    if (obj.get("kind"), meta.get("name")) in CLUSTER_MADE:
+        return True
+    account = (meta.get("annotations") or {}).get("kubernetes.io/service-account.name")
+    token = obj.get("type") == "kubernetes.io/service-account-token"
+    return obj.get("kind") == "Secret" and token and account == "default"
+
+
 def release_selector(releases: Collection[str]) -> str:
     """The label selector of the tick's LISTs: the objects of these Releases (not those of
     another repository's Releases on the same cluster), or, for a list too long for a URL,
@@ -473,6 +488,34 @@ class KubernetesDeployer:
         if gone:
             self._live[key.identity()] = None
         return gone
+
+    def namespace_objects(self, namespace: str) -> list[ObjectKey]:
+        """What ``namespace`` holds: one LIST (of one object) per namespaced kind the server
+        serves, the cluster's own objects (:data:`CLUSTER_MADE`, events) left out."""
+        found: list[ObjectKey] = []
+        seen: set[tuple[str, str]] = set()
+        with self._answers(lambda exc: self._unavailable(f"list namespace {namespace}: {exc}")):
+            served = self.api.capabilities().api_versions
+            for api_version in (v for v in served if not v.rsplit("/", 1)[-1][:1].isupper()):
+                for resource in self.api.resources(api_version).values():
+                    kind = (group_of(api_version), resource.kind)
+                    if not resource.namespaced or kind in seen or resource.kind == "Event":
+                        continue
+                    seen.add(kind)
+                    found += self._held(resource, namespace)
+        return found
+
+    def _held(self, resource: Resource, namespace: str) -> list[ObjectKey]:
+        try:
+            page = self.api.request("GET", resource.path(namespace), {"limit": "20"})
+        except ApiError:  # not listable (405), or gone meanwhile (404)
+            return []
+        keys = []
+        for item in page.get("items") or []:
+            item["apiVersion"], item["kind"] = resource.api_version, resource.kind
+            if not _cluster_made(item):
+                keys.append(key_of(item))
+        return keys
 
     def _delete_and_wait(
         self, resource: Resource, key: ObjectKey, policy: str, wait: float

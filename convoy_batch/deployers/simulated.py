@@ -178,6 +178,9 @@ class SimulatedDeployer:
     def get_many(self, keys: Iterable[ObjectKey]) -> dict[ObjectKey, Manifest | None]:
         return {key: self._report(key, obj) for key, obj in self.inner.get_many(keys).items()}
 
+    def namespace_objects(self, namespace: str) -> list[ObjectKey]:
+        return self.inner.namespace_objects(namespace)
+
     def _report(self, key: ObjectKey, obj: Manifest | None) -> Manifest | None:
         if obj is None or not _simulated(key):
             return obj

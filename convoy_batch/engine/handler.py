@@ -12,6 +12,7 @@ from datetime import datetime
 
 from convoy_batch.engine.tick import Tick
 from convoy_batch.models import Release, ReleaseInventory, ReleaseStatus
+from convoy_batch.reasons import Reason
 from convoy_batch.rollout import Outcome, Verdict, assemble_status, commit_message, render_verdict
 from convoy_batch.rollout.status import NO_VALUE, short_ref, state_of
 from convoy_batch.timefmt import format_time
@@ -124,6 +125,9 @@ def commit_status(
 def describe(handled: Handled) -> str:
     """One line a person reads: name, state, reason, render, since."""
     status, outcome = handled.status, handled.outcome
+    if outcome.reason in (Reason.DELETED, Reason.ORPHANED):  # its status file removed
+        before = state_of(handled.prior)
+        return f"{handled.name}: {before} -> {outcome.reason} ({outcome.message})"
     rollout = status.rollout
     ref = short_ref(outcome.render.ref if outcome.render else None)
     since = format_time(rollout.started_at) if rollout is not None else NO_VALUE

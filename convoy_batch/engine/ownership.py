@@ -68,9 +68,10 @@ class Ownership:
                         "comes first in repository order: an object belongs to one Release"
                     )
 
-    def claimants(self, release: str, key: ObjectKey) -> set[str]:
-        """The other Releases on ``release``'s Cluster that claim ``key``."""
-        cluster = self._cluster_of.get(release)
+    def claimants(self, release: str, key: ObjectKey, cluster: str | None = None) -> set[str]:
+        """The other Releases on ``release``'s Cluster (``cluster``: for a removed Release,
+        which the repository no longer places) that claim ``key``."""
+        cluster = cluster or self._cluster_of.get(release)
         if cluster is None:
             return set()
         with self._lock:

@@ -76,7 +76,7 @@ from convoy_batch.repo.gitops import GitOpsRepo, GitOpsSnapshot
 from convoy_batch.repo.source import SourceResolver
 from convoy_batch.state.caches import HealthJournal, ParseCache, TickStore
 from convoy_batch.state.files import Writer, os_problem
-from convoy_batch.state.intents import IntentStore
+from convoy_batch.state.intents import IntentStore, RetiringStore
 from convoy_batch.state.locks import Locks
 from convoy_batch.status.store import StatusStore
 from convoy_batch.store import Inventories, InventoryStore, RenderStore, open_state
@@ -122,6 +122,8 @@ class Stores:
     """Renders are written through it, in the background."""
     intents: IntentStore
     health: HealthJournal
+    retiring: RetiringStore
+    """Write-ahead records of removed Releases' retirements."""
 
     @classmethod
     def open(cls, state_dir: Path) -> "Stores":
@@ -137,6 +139,7 @@ class Stores:
             writer=writer,
             intents=IntentStore(state_dir),
             health=HealthJournal(state_dir),
+            retiring=RetiringStore(state_dir),
         )
 
 
@@ -185,6 +188,11 @@ class Tick:
     forced: Set[str] = frozenset()
     decided: dict[str, ReleaseStatus] = field(default_factory=dict)
     """Release -> the status this tick committed for it (:func:`engine.handler.commit_status`)."""
+    gone: dict[str, str] = field(default_factory=dict)
+    """Removed Release -> its Cluster, as its last committed version said (set by the
+    retirement pass, ``engine/retire.py``, before any deployer is made)."""
+    removed: set[str] = field(default_factory=set)
+    """Removed Releases whose status file this tick removes (a retirement's commit)."""
     deployers: dict[str, Deployer] = field(default_factory=dict)
     caches: dict[str, ParseCache] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -236,7 +244,8 @@ class Tick:
 
     def statuses(self) -> dict[str, ReleaseStatus]:
         """Every Release's status as :meth:`status` gives it (the render GC reads them)."""
-        return {**self.opened, **self.decided}
+        merged = {**self.opened, **self.decided}
+        return {name: status for name, status in merged.items() if name not in self.removed}
 
     def cache(self, name: str) -> ParseCache:
         """A parse cache under ``<state>/cache/``, saved by :meth:`close` (one per name,
@@ -316,6 +325,7 @@ class Tick:
                     for e in self.snapshot.releases.values()
                     if e.release is not None and e.release.spec.cluster == cluster.name
                 ]
+                releases += [n for n, on in self.gone.items() if on == cluster.name]
                 self.deployers[cluster.name] = self.deployer_factory(
                     cluster, self.stores.state_dir, self.now, cache, releases
                 )

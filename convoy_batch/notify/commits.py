@@ -8,7 +8,7 @@ replayed the local commits onto the remote's (new SHAs, the same changes),
 """
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import git
 
@@ -28,9 +28,12 @@ class StatusChange:
     release: str
     before: str | None
     """The blob before the commit (None: the file is new)."""
-    after: str
+    after: str | None
+    """The blob after the commit (None: the file removed, its Release retired)."""
     committed_at: str
     """The commit's date (RFC 3339), for an event whose status holds no time."""
+    subject: str = ""
+    """The commit's subject (a retirement's tells what became of the Release)."""
 
 
 class CursorGone(Exception):
@@ -52,7 +55,7 @@ def status_changes(repo: git.Repo, since: str, head: str) -> list[StatusChange]:
         "--right-only",
         "--raw",
         "--no-abbrev",
-        "--format=%x00%H %cI",
+        "--format=%x00%H %cI %s",
         f"{since}...{head}",
         "--",
         f"{STATUS_DIR}/",
@@ -63,16 +66,18 @@ def status_changes(repo: git.Repo, since: str, head: str) -> list[StatusChange]:
 def _parse_log(out: str) -> Iterator[StatusChange]:
     for chunk in filter(None, out.split("\0")):
         head, *lines = chunk.strip().splitlines()
-        commit, committed_at = head.split(" ", 1)
+        commit, committed_at, *said = head.split(" ", 2)
+        subject = said[0] if said else ""
         for line in lines:
             change = _raw_line(line, commit, committed_at)
             if change is not None:
-                yield change
+                yield replace(change, subject=subject)
 
 
 def _raw_line(line: str, commit: str, committed_at: str) -> StatusChange | None:
     """A ``--raw`` line (``:<mode> <mode> <blob> <blob> <M|A|D>\\t<path>``) of a status
-    file that is there after the commit; None for anything else."""
+    file that is there after the commit, or that the commit removed; None for anything
+    else."""
     if not line.startswith(":") or "\t" not in line:
         return None
     info, path = line[1:].split("\t", 1)
@@ -80,10 +85,13 @@ def _raw_line(line: str, commit: str, committed_at: str) -> StatusChange | None:
     folder, _, name = path.partition("/")
     if folder != STATUS_DIR or "/" in name or not name.endswith(".yaml"):
         return None
-    if new == _NO_BLOB or new_mode == _LINK_MODE:
+    if new_mode == _LINK_MODE:
         return None
     before = None if old == _NO_BLOB else old
-    return StatusChange(commit, name.removesuffix(".yaml"), before, new, committed_at)
+    after = None if new == _NO_BLOB else new
+    if before is None and after is None:
+        return None
+    return StatusChange(commit, name.removesuffix(".yaml"), before, after, committed_at)
 
 
 class StatusBlobs:

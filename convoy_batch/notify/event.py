@@ -9,7 +9,8 @@ from enum import StrEnum
 
 from convoy_batch.models import Model, ReleaseStatus, RolloutState
 from convoy_batch.reasons import ERROR_REASONS
-from convoy_batch.rollout.status import transition, written_at
+from convoy_batch.rollout.retire import parse_retired
+from convoy_batch.rollout.status import state_of, transition, written_at
 from convoy_batch.timefmt import format_time
 
 
@@ -111,3 +112,30 @@ def _revision(status: ReleaseStatus) -> str | None:
         if record is not None and record.render_ref == rollout.render_ref:
             return record.revision
     return None
+
+
+def retired_event(
+    commit: str,
+    release: str,
+    cluster: str | None,
+    before: ReleaseStatus | None,
+    subject: str,
+    time: str,
+) -> Event | None:
+    """The event of ``commit``, which removed a retired Release's status file
+    (``Deleted`` or ``Orphaned``, read from its ``subject``); None for another removal."""
+    found = parse_retired(subject)
+    if found is None:
+        return None
+    state, detail = found
+    return Event(
+        commit=commit,
+        release=release,
+        cluster=cluster,
+        previous_state=state_of(before),
+        state=state,
+        reason=state,
+        outcome=state,
+        message=detail,
+        time=time,
+    )

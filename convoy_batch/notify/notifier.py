@@ -22,7 +22,7 @@ from convoy_batch.errors import one_line
 from convoy_batch.notify import payloads, send
 from convoy_batch.notify.alerts import Alert, Alerts, ReleaseFacts, load_alerts
 from convoy_batch.notify.commits import CursorGone, StatusBlobs, StatusChange, status_changes
-from convoy_batch.notify.event import Event, event_of
+from convoy_batch.notify.event import Event, event_of, retired_event
 from convoy_batch.notify.outbox import MAX_ATTEMPTS, Cursor, Entry, Outbox
 from convoy_batch.notify.providers import Provider, load_providers, providers_path
 from convoy_batch.state.caches import ParseCache
@@ -155,13 +155,22 @@ class Notifier:
         blobs = StatusBlobs(self.facts.repo)
         entries = []
         for change in changes:
-            after = blobs.get(change.after, change.release)
-            if after is None:
-                continue
             facts = self._facts(change.release)
             committed = format_time(datetime.fromisoformat(change.committed_at))
             before = blobs.get(change.before, change.release)
-            event = event_of(change.commit, change.release, facts.cluster, before, after, committed)
+            if change.after is None:  # the status file removed: the Release retired
+                event = retired_event(
+                    change.commit, change.release, facts.cluster, before, change.subject, committed
+                )
+                if event is None:
+                    continue
+            else:
+                after = blobs.get(change.after, change.release)
+                if after is None:
+                    continue
+                event = event_of(
+                    change.commit, change.release, facts.cluster, before, after, committed
+                )
             for provider, alert in self._routes(event, facts):
                 entries.append(Entry(seq=seq, provider=provider, alert=alert, event=event))
                 seq += 1

@@ -19,6 +19,8 @@ from convoy_batch.models import Cluster, Model, Name, Release, parse_model
 from convoy_batch.state.caches import ParseCache
 
 RELEASES_DIR = "releases"
+STATUS_DIR = "status"
+"""Where the status files are (``convoy_batch.status`` writes them)."""
 CLUSTERS_DIR = "clusters"
 SUFFIXES = (".yaml", ".yml")
 _NAME = TypeAdapter(Name)
@@ -90,6 +92,24 @@ class GitOpsRepo:
         except (ODBError, ValueError):
             raise UsageError(f"{revision!r}: not a revision of {self.path}") from None
         return commit
+
+    def status_names(self) -> set[str]:
+        """The Releases with a status file (``status/<name>.yaml``) at HEAD."""
+        try:
+            folder = self.repo.head.commit.tree / STATUS_DIR
+        except KeyError:
+            return set()
+        if folder.type != "tree":
+            return set()
+        return {b.name.removesuffix(".yaml") for b in folder.blobs if b.name.endswith(".yaml")}
+
+    def has_commit(self, sha: str) -> bool:
+        """Whether ``sha`` names a commit of this repository."""
+        try:
+            self.repo.git.rev_parse("--verify", "--quiet", f"{sha}^{{commit}}")
+        except git.GitCommandError:
+            return False
+        return True
 
     def snapshot(
         self, cache: ParseCache | None = None, revision: str | None = None

@@ -22,6 +22,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from convoy_batch.reasons import Reason
+
 ALLOW_DELETE_TRAILER = "Convoy-Allow-Delete"
 """The commit trailer that lets the guard's deletions go ahead: ``all``, or names."""
 
@@ -120,3 +122,22 @@ def _guard(leaving: Collection[Gone], last_releases: Mapping[str, str]) -> str |
         if per_cluster[cluster] * 2 > total:
             return f"mass deletion: {per_cluster[cluster]} of {total} Releases of {cluster}"
     return None
+
+
+RETIRED = (Reason.DELETED, Reason.ORPHANED)
+"""The states a retirement's commit gives a Release (its status file removed)."""
+
+
+def retired_subject(name: str, old_state: str, state: Reason, detail: str) -> str:
+    """The subject of the commit that removes a retired Release's status file:
+    ``web: Succeeded -> Deleted (2 objects deleted, 0 kept)``."""
+    return f"{name}: {old_state} -> {state} ({detail})"
+
+
+def parse_retired(subject: str) -> tuple[Reason, str] | None:
+    """(state, detail) of a subject :func:`retired_subject` made; None for another."""
+    _, arrow, rest = subject.partition(" -> ")
+    state, paren, detail = rest.partition(" (")
+    if not arrow or not paren or state not in RETIRED:
+        return None
+    return Reason(state), detail.removesuffix(")")

@@ -141,6 +141,12 @@ class TickStore(_SharedRecords):
         self._records[check_file_name(release)] = record
         self._pending[release] = record.dump()
 
+    def forget(self, release: str) -> None:
+        """Remove the Release's record at the next :meth:`flush` (a retired Release)."""
+        self._records.pop(release, None)
+        if self.stored(release) is not None:
+            self._pending[release] = None
+
 
 class HealthJournal(_SharedRecords):
     """``<state>/health.json``: health the observer saw that is newer than the inventory

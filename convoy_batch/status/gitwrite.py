@@ -90,10 +90,10 @@ class Landed:
 
 @dataclass(frozen=True)
 class Change:
-    """One commit of a batch: ``path`` set to ``data``."""
+    """One commit of a batch: ``path`` set to ``data`` (None: the file removed)."""
 
     path: str
-    data: bytes
+    data: bytes | None
     message: str
 
 
@@ -130,9 +130,12 @@ class GitWriter:
             tips[:] = self._fast_import(changes, old)
             return tips[-1]
 
+        # A batch that removes a file updates the index as the new HEAD has each path.
+        removes = any(c.data is None for c in changes)
+        update = self._as_in_new if removes else self._checkout_paths
         for attempt in range(tries):
             try:
-                moved = self.move_branch(build, message, paths, self._checkout_paths)
+                moved = self.move_branch(build, message, paths, update)
             except HeadMoved:
                 if attempt == tries - 1:
                     raise
@@ -229,6 +232,9 @@ class GitWriter:
             out += [b"data %d\n" % len(message), message]
             if mark == 1 and parent is not None:
                 out.append(b"from %s\n" % parent.encode())
+            if change.data is None:
+                out += [b"D %s\n" % change.path.encode()]
+                continue
             out += [b"M 100644 inline %s\n" % change.path.encode()]
             out += [b"data %d\n" % len(change.data), change.data, b"\n"]
         out += [b"get-mark :%d\n" % mark for mark in range(1, len(changes) + 1)]
@@ -246,6 +252,13 @@ class GitWriter:
             "checkout", new, "--pathspec-from-file=-", "--pathspec-file-nul",
             input=listing, env=env,
         )  # fmt: skip
+
+    def _as_in_new(
+        self, _old: str | None, new: str, paths: Sequence[str], env: Mapping[str, str]
+    ) -> None:
+        """The paths of the locked copy of the index and the working tree as ``new`` has
+        them, a removed one taken out of both (a batch that removes a status file)."""
+        self._as_in_head(new, paths, env)
 
     @contextlib.contextmanager
     def _index_locked(self) -> Iterator[dict[str, str] | None]:

@@ -145,9 +145,12 @@ class StatusStore:
             raise GitError(self.error)
         return done.result()
 
-    def commit_later(self, name: str, status: ReleaseStatus, message: str) -> "Future[str | None]":
+    def commit_later(
+        self, name: str, status: ReleaseStatus | None, message: str
+    ) -> "Future[str | None]":
         """Inside :meth:`batch`: the commit, written when the batch ends (its SHA, or None
-        when the text did not change or the batch could not be written)."""
+        when the text did not change or the batch could not be written); ``status`` None
+        removes the file (:meth:`remove_later`)."""
         if self._queue is None or self._texter is None:
             raise RuntimeError("commit_later outside StatusStore.batch()")
         change = self._texter.submit(self._change, name, status, message)
@@ -155,8 +158,19 @@ class StatusStore:
         self._queue.append((change, done))
         return done
 
-    def _change(self, name: str, status: ReleaseStatus, message: str) -> "_Planned | None":
+    def remove_later(self, name: str, message: str) -> "Future[str | None]":
+        """Inside :meth:`batch`: the commit that removes ``status/<name>.yaml`` (a retired
+        Release), written when the batch ends; None when there is no such file."""
+        return self.commit_later(name, None, message)
+
+    def _change(self, name: str, status: ReleaseStatus | None, message: str) -> "_Planned | None":
         old = self._head_text(name)
+        if status is None:
+            if old is None:
+                return None
+            self._texts.pop(name, None)
+            self._blobs = {k: v for k, v in self._head_blobs().items() if k != name}
+            return _Planned(Change(path=_path(name), data=None, message=message), None)
         text = render_status(old, status)
         if text == old:
             return None
@@ -229,7 +243,7 @@ class StatusStore:
             blobs[path] = info.split()[2]
         newest = {p.change.path: p.status for p in planned}  # the last of a path wins
         for path, status in newest.items():
-            if path in blobs:
+            if path in blobs and status is not None:
                 self.cache.put(path, blobs[path], status.dump_status())
 
     # pushing
@@ -242,7 +256,8 @@ class StatusStore:
 @dataclass(frozen=True)
 class _Planned:
     change: Change
-    status: ReleaseStatus
+    status: ReleaseStatus | None
+    """None: the file removed."""
 
 
 def _path(name: str) -> str:

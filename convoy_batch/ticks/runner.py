@@ -16,6 +16,13 @@ from functools import partial
 from pathlib import Path
 
 from convoy_batch.engine.handler import Handled, sync_handler
+from convoy_batch.engine.retire import (
+    RetireOptions,
+    forget_retired,
+    gone_names,
+    remember_head,
+    retire_removed,
+)
 from convoy_batch.engine.stages.outcome import failed
 from convoy_batch.engine.stages.render import resolve_cluster, stage_render
 from convoy_batch.engine.tick import DeployerFactory, Tick, make_deployer
@@ -54,6 +61,10 @@ class TickOptions:
     """Refresh health before deciding (``--no-observe``: left to ``observe``)."""
     shard: frozenset[str] | None = None
     """Only these Releases: one part of a tick run by several processes."""
+    orphan: bool = False
+    """End the named removed Releases as Orphaned, sending nothing (``--orphan``)."""
+    allow_deletions: bool = False
+    """Let the mass-deletion guard's deletions through (``--allow-deletions``)."""
 
 
 @dataclass
@@ -131,11 +142,32 @@ def progressing(tick: Tick, entry: ReleaseEntry) -> bool:
 
 
 def select(tick: Tick, names: Sequence[str]) -> list[ReleaseEntry]:
+    """The entries of the named Releases (none: every one); a removed Release that still
+    has its status file is accepted by name and has no entry (see :func:`retirements`)."""
     releases = tick.snapshot.releases
-    unknown = [n for n in names if n not in releases]
+    unknown = [n for n in names if n not in releases and n not in tick.opened]
     if unknown:
         raise UsageError(f"not a Release in releases/: {', '.join(unknown)}")
-    return [releases[n] for n in names] if names else [releases[n] for n in sorted(releases)]
+    if not names:
+        return [releases[n] for n in sorted(releases)]
+    return [releases[n] for n in names if n in releases]
+
+
+def retirements(tick: Tick, options: TickOptions, report: TickReport) -> None:
+    """The removed Releases' retirement (``engine/retire.py``), before the others are
+    reconciled (an adopter then finds the inventory it takes over): every removed Release,
+    or the named ones. Inside the tick's batch of status commits."""
+    if options.shard is not None:
+        return  # the tick that deals the shards retires them, once
+    if options.orphan:
+        if not options.names:
+            raise UsageError("--orphan needs the names of the removed Releases to orphan")
+        present = [n for n in options.names if n in tick.snapshot.releases]
+        if present:
+            named = ", ".join(present)
+            raise UsageError(f"--orphan takes removed Releases only; in releases/: {named}")
+    retire_options = RetireOptions(options.names, options.orphan, options.allow_deletions)
+    report.handled.extend(retire_removed(tick, retire_options))
 
 
 GC_THRESHOLD = (50_000, 20, 100)
@@ -296,19 +328,24 @@ def run_tick(
     observe_first: bool = True,
     deployer_factory: DeployerFactory = make_deployer,
     shard: Set[str] | None = None,
+    orphan: bool = False,
+    allow_deletions: bool = False,
 ) -> TickReport:
     """One tick: named Releases are reconciled whether due or not; otherwise the due ones
     (every one with ``all_releases``, which is also the full resync of SPEC 13).
     ``deployer_factory`` builds each Cluster's deployer (tests inject failures there).
     ``shard``: only these Releases, one part of a tick run by several processes
     (:mod:`convoy_batch.ticks.shards`); the render garbage collection and the push are left to
-    the caller, once every part is done (:func:`finish_tick`)."""
+    the caller, once every part is done (:func:`finish_tick`). ``orphan`` and
+    ``allow_deletions``: see :class:`TickOptions`."""
     options = TickOptions(
         tuple(names),
         all_releases,
         frozenset(forced),
         observe_first,
         None if shard is None else frozenset(shard),
+        orphan,
+        allow_deletions,
     )
     return run_with(repo, state_dir, now, options, deployer_factory)
 
@@ -343,6 +380,7 @@ def _run_tick(
     notifier = Notifier.open(notification_facts(tick)) if options.shard is None else None
     report = TickReport()
     with tick.status_store.batch():
+        retirements(tick, options, report)
         _reconcile_due(tick, entries, options, report)
     report.commit_error = tick.status_store.error
     # Statuses of this tick that HEAD lacks (commits not written) must not steer the GC.
@@ -352,6 +390,10 @@ def _run_tick(
     if in_git and remote_url() is None:
         for handled in report.handled:
             tick.stores.intents.clear(handled.name)
+    if in_git:  # from a clone, a retirement's record goes once HEAD lacks its status
+        forget_retired(tick, report.handled if remote_url() is None else ())
+    if options.shard is None and not options.names:
+        remember_head(tick)
     unstored = _unstored(tick.stores.writer.drain())  # renders on disk before the GC looks
     report.collectable = in_git and not unstored
     if options.shard is None:
@@ -372,12 +414,18 @@ def _unstored(failed: Sequence[tuple[Path, OSError]]) -> bool:
 
 def notification_facts(tick: Tick) -> TickFacts:
     """What the tick's notifications read of it (the Alerts' selectors: each Release's
-    Cluster and labels at the commit the tick starts from)."""
+    Cluster and labels at the commit the tick starts from; a removed Release's from its
+    last committed version)."""
     releases = {
         name: ReleaseFacts(name, entry.release.spec.cluster, entry.release.metadata.labels)
         for name, entry in tick.snapshot.releases.items()
         if entry.release is not None
     }
+    for name in gone_names(tick):  # a removed Release, as its last committed version said
+        version = tick.repo.last_version(name, tick.snapshot.commit)
+        if version is not None and version.release is not None:
+            spec, meta = version.release.spec, version.release.metadata
+            releases[name] = ReleaseFacts(name, spec.cluster, meta.labels)
     return TickFacts(
         repo=tick.repo.repo,
         start=tick.snapshot.commit,

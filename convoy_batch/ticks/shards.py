@@ -24,9 +24,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
+from convoy_batch.engine.retire import forget_retired, remember_head
 from convoy_batch.engine.tick import Tick
 from convoy_batch.notify import Notifier
-from convoy_batch.repo.clone import tick_clone
+from convoy_batch.repo.clone import remote_url, tick_clone
 from convoy_batch.ticks.runner import (
     TickOptions,
     TickReport,
@@ -36,6 +37,7 @@ from convoy_batch.ticks.runner import (
     fewer_collections,
     finish_tick,
     notification_facts,
+    retirements,
     run_with,
     select,
 )
@@ -105,6 +107,8 @@ def run_sharded(
     all_releases: bool = False,
     forced: Set[str] = frozenset(),
     observe_first: bool = True,
+    orphan: bool = False,
+    allow_deletions: bool = False,
 ) -> TickReport:
     """One tick, its shards on up to ``jobs`` worker processes (see module doc): the
     report of a single tick, the Releases in the order it gives them. A clone of the
@@ -114,7 +118,14 @@ def run_sharded(
         try:
             # Opened before the shards commit, so that their commits are its events.
             notifier = Notifier.open(notification_facts(tick))
-            options = TickOptions(tuple(names), all_releases, frozenset(forced), observe_first)
+            options = TickOptions(
+                tuple(names),
+                all_releases,
+                frozenset(forced),
+                observe_first,
+                orphan=orphan,
+                allow_deletions=allow_deletions,
+            )
             report = _run_waves(tick, jobs, options)
             if report.handled or clone is not None:
                 report.push_warning = finish_tick(repo, state_dir, now, report, clone)
@@ -131,6 +142,13 @@ def _run_waves(tick: Tick, jobs: int, options: TickOptions) -> TickReport:
     # What is due is found here, once: a quiet tick starts no worker, and each shard is
     # given its due Releases by name. Named Releases and --all are every one of them.
     chosen = TickReport()
+    with tick.status_store.batch():  # the removed Releases, once, before the shards
+        retirements(tick, options, chosen)
+    chosen.commit_error = tick.status_store.error
+    if tick.status_store.error is None or tick.status_store.landed:
+        forget_retired(tick, chosen.handled if remote_url() is None else ())
+    if not options.names:
+        remember_head(tick)
     if options.names or options.all_releases:
         due = [e.name for e in entries]
     else:
@@ -167,10 +185,13 @@ def _run_waves(tick: Tick, jobs: int, options: TickOptions) -> TickReport:
 
 def _merge(parts: Sequence[TickReport], order: dict[str, int]) -> TickReport:
     """The parts as one report, each Release where a single tick would report it."""
-    skipped = sorted((x for p in parts for x in p.skipped.items()), key=lambda x: order[x[0]])
+    # A removed Release (retired before the shards) comes first, as in one tick.
+    skipped = sorted(
+        (x for p in parts for x in p.skipped.items()), key=lambda x: order.get(x[0], -1)
+    )
     errors = [p.commit_error for p in parts if p.commit_error]
     return TickReport(
-        handled=sorted((h for p in parts for h in p.handled), key=lambda h: order[h.name]),
+        handled=sorted((h for p in parts for h in p.handled), key=lambda h: order.get(h.name, -1)),
         skipped=dict(skipped),
         commit_error="; ".join(errors) if errors else None,
         collectable=all(p.collectable for p in parts),

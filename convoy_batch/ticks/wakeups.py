@@ -63,11 +63,13 @@ the interval is the schedule's business."""
 
 
 def release_names(repo: Path) -> list[str]:
-    """The Releases in ``releases/`` at HEAD, valid or not (one partition each); a clone
-    of the remote is fetched first (:mod:`convoy_batch.repo.clone`)."""
+    """The Releases in ``releases/`` at HEAD, valid or not, and the removed ones whose
+    status file is still there (their retirement waits): one partition each. A clone of
+    the remote is fetched first (:mod:`convoy_batch.repo.clone`)."""
     if remote_url() is not None:
         fetch_for_reading(repo, default_state_dir(repo))
-    return sorted(GitOpsRepo(repo).snapshot().releases)
+    gitops = GitOpsRepo(repo)
+    return sorted(set(gitops.snapshot().releases) | gitops.status_names())
 
 
 def _digest(value: object) -> str:

@@ -17,8 +17,10 @@ Decided:
 - Objects match by identity (group, kind, namespace, name), so a new apiVersion of the
   same object is a change, not a removal and an addition. The convoy label and render
   annotation are left out of the comparison.
-- A Release whose file is gone at the revision is reported; its objects stay (convoy-batch
-  stops managing them and prunes nothing).
+- A Release whose file is gone at the revision is reported as the tick after the merge
+  retires it (``engine/retire.py``): each object it would delete ``removed``, each it
+  leaves ``kept``, and the retirement's verdict (Delete, Orphan, Adopted, or why it waits
+  or the mass-deletion guard holds it) as the plan line.
 - ``--exit-code`` counts a Release that :attr:`ReleaseDiff.differs`: an object added,
   changed or removed (not one kept by ``prune: false``), the Release gone, or a plan
   that moves the rollout (its state, or the render it follows). A plan line alone (a
@@ -34,6 +36,12 @@ from typing import Any, Literal
 import yaml
 
 from convoy_batch.deployers.kubediff import as_stored, covers
+from convoy_batch.engine.retire import (
+    Decided,
+    decide_retirements,
+    planned_message,
+    retired_kept,
+)
 from convoy_batch.engine.stages.hooks import deleted_hooks
 from convoy_batch.engine.stages.render import resolve_cluster, stage_render
 from convoy_batch.engine.tick import Tick
@@ -48,6 +56,7 @@ from convoy_batch.models import (
 )
 from convoy_batch.renderers.pipeline import Manifest, Render
 from convoy_batch.repo.gitops import ReleaseEntry
+from convoy_batch.rollout.retire import Fate
 from convoy_batch.views.inspect import plan_entry
 
 Change = Literal["added", "changed", "removed", "kept"]
@@ -119,11 +128,14 @@ def diff_releases(
     and every one gone since HEAD), and the cluster-wide warnings."""
     at_rev = tick.snapshot.releases
     diffs = []
-    for name in names or sorted(set(at_rev) | set(head.snapshot.releases)):
+    retiring: dict[str, Decided] | None = None
+    for name in names or sorted(set(at_rev) | set(head.snapshot.releases) | set(tick.opened)):
         if name in at_rev:
             diffs.append(diff_release(tick, head, at_rev[name], live))
-        else:
-            diffs.append(_gone(head, name))
+            continue
+        if retiring is None:  # decided once, over every removed Release (the guard)
+            retiring = {d.name: d for d in decide_retirements(tick)}
+        diffs.append(_gone(tick, head, name, retiring.get(name)))
     return diffs, cluster_warnings(head, diffs)
 
 
@@ -163,12 +175,35 @@ def _sides(
     return desired, _live(tick, render, inventory)
 
 
-def _gone(head: Tick, name: str) -> ReleaseDiff:
-    entry = head.snapshot.releases[name]
-    objects = len(head.inventory(name).entries)
-    cluster = entry.release.spec.cluster if entry.release else None
-    line = f"{name}: gone at the revision: no longer reconciled; its {objects} objects stay"
-    return ReleaseDiff(name, cluster, current=objects, plan_line=line, gone=True)
+def _gone(tick: Tick, head: Tick, name: str, decided: Decided | None) -> ReleaseDiff:
+    """A Release removed at the revision: what its retirement deletes or leaves, and the
+    verdict (``decided`` None: it has no status file, nothing of it was applied)."""
+    inventory = head.inventory(name)
+    if decided is None:
+        line = f"{name}: removed at the revision: never reconciled, nothing to delete"
+        return ReleaseDiff(name, current=len(inventory.entries), plan_line=line, gone=True)
+    try:
+        planned = planned_message(tick, decided)
+    except ConvoyError as exc:
+        planned = f"{exc.reason}: {exc}"
+    verdict = {Fate.PENDING: "DeletionPending", Fate.BLOCKED: "DeletionBlocked"}
+    line = f"{name}: removed at the revision: {verdict.get(decided.fate, decided.fate)}: {planned}"
+    deleting = decided.fate == Fate.DELETE or (decided.fate in verdict and _deletes(tick, name))
+    keeping = retired_kept(tick, decided, inventory) if deleting else set()
+    changes = tuple(
+        ObjectChange(e.key, "removed" if deleting and e.key.identity() not in keeping else "kept")
+        for e in sorted(inventory.entries, key=lambda e: e.key.identity())
+    )
+    return ReleaseDiff(
+        name, decided.cluster, "applied", changes, len(inventory.entries), plan_line=line,
+        gone=True,
+    )  # fmt: skip
+
+
+def _deletes(tick: Tick, name: str) -> bool:
+    """Whether a removed Release's last committed version deletes its objects."""
+    version = tick.repo.last_version(name, tick.snapshot.commit)
+    return version is not None and version.release is not None and version.release.spec.deletes
 
 
 def cluster_warnings(head: Tick, diffs: Sequence[ReleaseDiff]) -> list[str]:

@@ -24,20 +24,23 @@ def summary(d: ReleaseDiff) -> str:
     return f"{d.name}: {counts if d.changed else 'no change'} against {against}"
 
 
-def _object_line(c: ObjectChange) -> str:
-    note = {"removed": " (pruned)", "kept": " (left in place: prune false)"}.get(c.change, "")
-    return f"{_SIGN[c.change]} {c.key}{note}"
+def _object_line(c: ObjectChange, gone: bool = False) -> str:
+    notes = {"removed": " (pruned)", "kept": " (left in place: prune false)"}
+    if gone:  # a removed Release's retirement deletes or leaves it
+        notes = {"removed": " (deleted)", "kept": " (left in place)"}
+    return f"{_SIGN[c.change]} {c.key}{notes.get(c.change, '')}"
 
 
 def text(revision: str, diffs: Sequence[ReleaseDiff], warnings: Sequence[str]) -> list[str]:
     lines = [f"diff at {revision[:12]}"]
     for d in diffs:
         lines.append(summary(d))
-        if d.error is not None or d.gone:
+        if d.error is not None:
             continue
-        lines.append(f"  plan: {d.plan_line.split(': ', 1)[-1]}")
+        if not d.gone:
+            lines.append(f"  plan: {d.plan_line.split(': ', 1)[-1]}")
         for c in d.changes:
-            lines.append(f"  {_object_line(c)}")
+            lines.append(f"  {_object_line(c, d.gone)}")
             lines += [f"    {line}" for line in c.diff]
     lines += [f"warning: {w}" for d in diffs for w in d.warnings]
     lines += [f"warning: {w}" for w in warnings]
@@ -55,7 +58,7 @@ def markdown(revision: str, diffs: Sequence[ReleaseDiff], warnings: Sequence[str
         if d.error is not None:
             lines.append(f"| {d.name} | - | - | - | - | error: {_cell(d.error)} |")
             continue
-        plan = "gone: objects stay" if d.gone else _plan_cell(d.plan)
+        plan = _cell(d.plan_line.split(": ", 2)[-1]) if d.gone else _plan_cell(d.plan)
         lines.append(
             f"| {d.name} | {d.cluster or '-'} | {d.count('added')} | {d.count('changed')} "
             f"| {d.count('removed')} | {plan} |"
@@ -64,10 +67,10 @@ def markdown(revision: str, diffs: Sequence[ReleaseDiff], warnings: Sequence[str
     if every:
         lines += ["", *[f"> **Warning:** {w}" for w in every]]
     for d in diffs:
-        if d.changed and not d.gone:
+        if d.changed and d.changes:
             lines += ["", f"<details><summary>{_cell(summary(d))}</summary>", "", "```diff"]
             for c in d.changes:
-                lines.append(_object_line(c))
+                lines.append(_object_line(c, d.gone))
                 lines += list(c.diff)
             lines += ["```", "", "</details>"]
     return lines

@@ -11,6 +11,7 @@ import git
 
 from convoy_batch.errors import UsageError
 from convoy_batch.models import ReleaseStatus
+from convoy_batch.rollout.retire import parse_retired
 from convoy_batch.rollout.status import short_ref, transition, written_at
 from convoy_batch.status.text import parse_status
 from convoy_batch.timefmt import format_time
@@ -64,6 +65,9 @@ def history(repo_path: Any, name: str) -> list[Change]:
         before = _status_at(commit.parents[0], path) if commit.parents else None
         attempt = after.last_attempted if after is not None else None
         old, new, reason = transition(before, after)
+        message = attempt.message if attempt else ""
+        if after is None and before is not None:  # removed: the Release was retired
+            new, reason, message = _retired(commit.summary, new)
         when = written_at(after) or commit.committed_datetime
         changes.append(
             Change(
@@ -72,12 +76,23 @@ def history(repo_path: Any, name: str) -> list[Change]:
                 before=old,
                 after=new,
                 reason=reason,
-                message=attempt.message if attempt else "",
+                message=message,
                 render=attempt.render_ref if attempt else None,
                 revision=attempt.revision if attempt else None,
             )
         )
     return changes
+
+
+def _retired(summary: str | bytes, fallback: str) -> tuple[str, str, str]:
+    """(state, reason, message) of the commit that removed a retired Release's status
+    file, read from its subject (``web: Succeeded -> Deleted (2 objects deleted, 0 kept)``)."""
+    text = summary.decode(errors="replace") if isinstance(summary, bytes) else summary
+    found = parse_retired(text)
+    if found is None:
+        return fallback, "-", ""
+    state, detail = found
+    return state, state, detail
 
 
 def lines(changes: list[Change]) -> list[str]:

@@ -10,6 +10,12 @@ from typing import Any
 from git import Repo
 
 from convoy_batch.engine.handler import next_status
+from convoy_batch.engine.retire import (
+    RetireOptions,
+    decide_retirements,
+    gone_names,
+    planned_message,
+)
 from convoy_batch.engine.stages.render import resolve_cluster
 from convoy_batch.engine.tick import Tick
 from convoy_batch.errors import ConvoyError
@@ -65,8 +71,11 @@ def status_rows(
 ) -> tuple[list[dict[str, Any]], list[str]]:
     tick = Tick.open(repo, state, now)
     entries = select(tick, [name] if name else [])
-    commits = last_status_commits(tick.repo.repo, [e.name for e in entries])
+    # A removed Release is listed while its status file is there (its deletion waits).
+    gone = [n for n in gone_names(tick) if name in (None, n)]
+    commits = last_status_commits(tick.repo.repo, [e.name for e in entries] + gone)
     rows = [status_row(e.name, tick.status(e.name), e.error, commits.get(e.name)) for e in entries]
+    rows += [status_row(n, tick.status(n), None, commits.get(n)) for n in gone]
     lines = [
         f"{r['name']:<24} {r['state'] or '-':<12} {r['reason'] or 'never reconciled':<22} "
         f"render={short_ref(r['renderRef'])} since={r['since'] or '-'}"
@@ -85,7 +94,8 @@ def plan_release(repo: Path, state: Path, now: datetime, name: str) -> tuple[dic
     without ``act``, so nothing is applied, committed or saved."""
     tick = Tick.open(repo, state, now)
     try:
-        return plan_entry(tick, select(tick, [name])[0])
+        entries = select(tick, [name])
+        return plan_entry(tick, entries[0]) if entries else plan_retirement(tick, name)
     finally:
         tick.sources.close()  # its exports; nothing of the tick is saved
 
@@ -145,6 +155,25 @@ def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
     else:
         line += f"; outcome {outcome.reason}: {outcome.message}"
     return row, line
+
+
+def plan_retirement(tick: Tick, name: str) -> tuple[dict[str, Any], str]:
+    """``plan`` for a removed Release: what the next tick does with it (the retirement
+    pass's own decision, nothing carried out)."""
+    decided = decide_retirements(tick, RetireOptions(names=(name,)))[0]
+    try:
+        planned = planned_message(tick, decided)
+    except ConvoyError as exc:
+        return _error(name, exc.reason, str(exc))
+    before = state_name(tick.status(name).rollout)
+    row = {
+        "name": name,
+        "action": "Retire",
+        "fate": decided.fate.value,
+        "from": before,
+        "message": planned,
+    }
+    return row, f"{name}: removed from releases/: {decided.fate}: {planned}"
 
 
 def _error(name: str, reason: Reason, message: str) -> tuple[dict[str, Any], str]:

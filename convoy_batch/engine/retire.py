@@ -1,0 +1,456 @@
+"""A removed Release's retirement in a tick (README, "Deleting a Release"): which
+Releases a commit removed, what the pure decision (:mod:`convoy_batch.rollout.retire`)
+makes of each, and carrying it out. Does I/O through the tick.
+
+A Release is *gone* when its status file is at HEAD and no file under ``releases/`` is
+that Release. Its Cluster and ``deletionPolicy`` are its last committed version's (the
+file in the parent of the commit that removed it). Decide, write, then act: a decided
+retirement is recorded (``<state>/retiring/<name>.json``, its fate and the commit message)
+before the first request; the objects are deleted (or handed over, or left); the status
+file is removed in one commit; once that commit has landed the record, the inventory and
+the tick record go (:func:`forget_retired`). A tick that finds a record completes it.
+"""
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from convoy_batch.deployers.base import Deployer, ListsNamespaces
+from convoy_batch.engine.handler import Handled, sync_handler
+from convoy_batch.engine.stages.inventory import prune
+from convoy_batch.engine.stages.render import stage_render
+from convoy_batch.engine.tick import Tick
+from convoy_batch.errors import ConvoyError, DeletionPending, StateFailed
+from convoy_batch.models import (
+    LABEL_RELEASE,
+    Identity,
+    InventoryEntry,
+    ObjectKey,
+    Release,
+    ReleaseInventory,
+    ReleaseStatus,
+)
+from convoy_batch.reasons import Reason
+from convoy_batch.repo.gitops import RELEASES_DIR, LastVersion, load_objects
+from convoy_batch.rollout import Outcome
+from convoy_batch.rollout.retire import (
+    ALLOW_DELETE_TRAILER,
+    Allowed,
+    Fate,
+    Gone,
+    allowed_by_trailers,
+    parse_retired,
+    retire,
+    retired_subject,
+)
+from convoy_batch.rollout.status import state_of
+from convoy_batch.state.files import atomic_write, read_file, real_root
+from convoy_batch.state.intents import Retiring
+
+log = logging.getLogger("convoy_batch")
+
+LAST_TICK_FILE = "last-tick.json"
+"""``<state>/last-tick.json``: the commit the last tick read (the guard counts the
+Releases there; trailers are read from the commits after it)."""
+
+_ACTED: dict[Fate, Literal["Delete", "Orphan", "Adopted"]] = {
+    Fate.DELETE: "Delete",
+    Fate.ORPHAN: "Orphan",
+    Fate.ADOPTED: "Adopted",
+}
+
+
+@dataclass(frozen=True)
+class RetireOptions:
+    """What the command line asks of the retirement pass."""
+
+    names: tuple[str, ...] = ()
+    """Act on these removed Releases only (none: every one)."""
+    orphan: bool = False
+    """End the named ones as Orphaned, sending nothing to their Cluster (``--orphan``)."""
+    allow_deletions: bool = False
+    """Let the mass-deletion guard's deletions through (``--allow-deletions``)."""
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What becomes of one removed Release this tick."""
+
+    name: str
+    fate: Fate
+    message: str = ""
+    """Why it waits or is held (Pending, Blocked)."""
+    cluster: str | None = None
+    adopted_by: str | None = None
+    removed_in: str | None = None
+    """The commit that removed its file."""
+    record: Retiring | None = None
+    """The decision of an earlier tick, to complete."""
+    namespace: str | None = None
+    """The namespace its ``createNamespace`` made (None: it made none)."""
+
+
+def gone_names(tick: Tick) -> list[str]:
+    """The Releases whose status file is at HEAD and whose file no commit keeps."""
+    releases = tick.snapshot.releases
+    return sorted(name for name in tick.opened if name not in releases)
+
+
+def last_head(state_dir: Path) -> str | None:
+    """The commit the last tick read (None: none recorded, or unreadable)."""
+    try:
+        raw = read_file(Path(state_dir) / LAST_TICK_FILE, real_root(state_dir))
+        commit = json.loads(raw)["commit"] if raw is not None else None
+    except (StateFailed, ValueError, KeyError, TypeError):
+        return None
+    return commit if isinstance(commit, str) else None
+
+
+def remember_head(tick: Tick) -> None:
+    """Record the commit this tick read, when it is not the one recorded (a hint: a
+    lost write makes the next tick read a trailer twice, or count over HEAD)."""
+    state_dir = tick.stores.state_dir
+    commit = tick.snapshot.commit
+    if last_head(state_dir) == commit:
+        return
+    data = json.dumps({"format": 1, "commit": commit}).encode()
+    try:
+        atomic_write(state_dir / LAST_TICK_FILE, data, durable=False, root=real_root(state_dir))
+    except (OSError, StateFailed) as exc:
+        log.warning("%s: not recorded: %s", state_dir / LAST_TICK_FILE, exc)
+
+
+def decide_retirements(tick: Tick, options: RetireOptions = RetireOptions()) -> list[Decided]:
+    """The fate of every removed Release (of the named ones, with names); changes
+    nothing but the tick's knowledge of where they were (``tick.gone``)."""
+    gone = gone_names(tick)
+    if not gone:
+        return []
+    # Read from the commit the tick reads (HEAD; ``diff``: the revision).
+    versions = {name: tick.repo.last_version(name, tick.snapshot.commit) for name in gone}
+    tick.gone.update(
+        {n: v.release.spec.cluster for n, v in versions.items() if v and v.release is not None}
+    )
+    unreadable = _unreadable(tick)
+    records = {name: tick.stores.retiring.load(name) for name in gone}
+    decided: dict[str, Decided] = {}
+    candidates: list[Gone] = []
+    for name in gone:
+        version, record = versions[name], records[name]
+        removed_in = version.removed_in if version else None
+        if options.orphan and name in options.names:
+            cluster = version.release.spec.cluster if version and version.release else None
+            decided[name] = Decided(name, Fate.ORPHAN, cluster=cluster, removed_in=removed_in)
+        elif record is not None:
+            fate = Fate.PENDING if unreadable else Fate(record.fate)
+            message = f"deletion waits: {unreadable}" if unreadable else ""
+            decided[name] = Decided(name, fate, message, record.cluster, record.adopted_by,
+                                    removed_in, record)  # fmt: skip
+        elif version is None or version.release is None:
+            decided[name] = Decided(name, Fate.PENDING, _unknown(name, version))
+        else:
+            release = version.release
+            adopter = None if unreadable else _adopter(tick, name, release)
+            candidates.append(Gone(name, release.spec.cluster, release.spec.deletes, adopter))
+    allowed = _allowed(tick, options)
+    fates = retire(
+        candidates,
+        unreadable=unreadable,
+        last_releases=_last_releases(tick) if len(candidates) > 1 else {},
+        allowed=allowed,
+    )
+    by_name = {g.name: g for g in candidates}
+    created = {
+        name: v.release.spec.namespace
+        for name, v in versions.items()
+        if v and v.release and v.release.spec.sync_policy.create_namespace
+    }
+    for retirement in fates:
+        g = by_name[retirement.name]
+        message = retirement.message
+        if retirement.fate == Fate.BLOCKED:
+            message = (
+                f"{message}; a commit with '{ALLOW_DELETE_TRAILER}: all' (or their names) or "
+                "'reconcile --allow-deletions' lets it through"
+            )
+        version = versions[g.name]
+        removed_in = version.removed_in if version else None
+        decided[g.name] = Decided(
+            g.name,
+            retirement.fate,
+            message,
+            g.cluster,
+            g.adopted_by,
+            removed_in,
+            namespace=created.get(g.name),
+        )
+    chosen = [decided[name] for name in gone]
+    if options.names:
+        chosen = [d for d in chosen if d.name in options.names]
+    return chosen
+
+
+def retire_removed(tick: Tick, options: RetireOptions = RetireOptions()) -> list[Handled]:
+    """Decide the fate of every removed Release and carry it out; the status commits
+    are queued in the tick's batch."""
+    return [_carry_out(tick, d) for d in decide_retirements(tick, options)]
+
+
+def forget_retired(tick: Tick, handled: Sequence[Handled]) -> None:
+    """Once the commits that removed their status files have landed: drop each retired
+    Release's inventory, tick record and write-ahead record (the record last: a kill
+    before it is completed by the next tick as a record whose status is gone). Also
+    drops the records a killed tick left whose commit had landed, and those of Releases
+    whose file is back."""
+    records = tick.stores.retiring.names()
+    for name in records & set(tick.snapshot.releases):
+        tick.stores.retiring.clear(name)  # its file is back: it is reconciled again
+    done = {h.name for h in handled if h.outcome.reason in (Reason.DELETED, Reason.ORPHANED)}
+    done |= {n for n in records if n not in tick.opened}
+    for name in sorted(done - set(tick.snapshot.releases)):
+        if name in tick.opened and name not in tick.removed:
+            continue
+        try:
+            tick.inventories.drop(name)
+        except StateFailed as exc:
+            log.warning("%s: inventory not removed: %s", name, exc)
+            continue
+        tick.stores.ticks.forget(name)
+        tick.stores.retiring.clear(name)
+
+
+def _carry_out(tick: Tick, decided: Decided) -> Handled:
+    name = decided.name
+    prior = tick.status(name)
+    try:
+        inventory = tick.inventory(name)
+    except StateFailed as exc:
+        return _waiting(tick, name, Reason.DELETION_PENDING, str(exc))
+    if decided.fate in (Fate.PENDING, Fate.BLOCKED):
+        pending = decided.fate == Fate.PENDING
+        reason = Reason.DELETION_PENDING if pending else Reason.DELETION_BLOCKED
+        return _waiting(tick, name, reason, decided.message, inventory)
+    try:
+        record = decided.record or _write_ahead(tick, decided, prior, inventory)
+        _act(tick, record, inventory)
+    except ConvoyError as exc:
+        return _waiting(tick, name, Reason.DELETION_PENDING, str(exc), inventory)
+    tick.removed.add(name)
+    commit = tick.status_store.remove_later(name, record.message)
+    reason = Reason.ORPHANED if record.fate == "Orphan" else Reason.DELETED
+    found = parse_retired(record.message.splitlines()[0])
+    outcome = Outcome(None, record.fate == "Delete", reason, found[1] if found else "")
+    return Handled(name, outcome, ReleaseStatus(), commit, prior)
+
+
+def planned_message(tick: Tick, decided: Decided) -> str:
+    """What carrying ``decided`` out would do, in one line (``plan``, ``diff``): why it
+    waits or is held, else its commit message's first line."""
+    if decided.fate in (Fate.PENDING, Fate.BLOCKED):
+        return decided.message
+    if decided.record is not None:
+        return decided.record.message.splitlines()[0]
+    prior = tick.status(decided.name)
+    return _message(tick, decided, prior, tick.inventory(decided.name)).splitlines()[0]
+
+
+def _waiting(
+    tick: Tick,
+    name: str,
+    reason: Reason,
+    message: str,
+    inventory: ReleaseInventory | None = None,
+) -> Handled:
+    """The removed Release stays: its status says what stops the retirement."""
+    outcome = Outcome(None, False, reason, message)
+    empty = ReleaseInventory(release=name)
+    return sync_handler(tick, name, None, outcome, inventory or empty, None)
+
+
+def _write_ahead(
+    tick: Tick, decided: Decided, prior: ReleaseStatus, inventory: ReleaseInventory
+) -> Retiring:
+    """The decision, durable before anything is sent, with its commit message."""
+    record = Retiring(
+        release=decided.name,
+        cluster=decided.cluster,
+        fate=_ACTED[decided.fate],
+        adopted_by=decided.adopted_by,
+        message=_message(tick, decided, prior, inventory),
+        namespace=decided.namespace if decided.fate == Fate.DELETE else None,
+    )
+    tick.stores.retiring.save(record)
+    return record
+
+
+def _message(
+    tick: Tick, decided: Decided, prior: ReleaseStatus, inventory: ReleaseInventory
+) -> str:
+    """``<name>: <old state> -> Deleted (N objects deleted, M kept)`` (or ``Orphaned (N
+    objects kept)``, ``Deleted (adopted by <new>)``), the commit that removed the file,
+    and the objects kept."""
+    name, old = decided.name, state_of(prior)
+    entries = inventory.entries
+    if decided.fate == Fate.ADOPTED:
+        head = retired_subject(name, old, Reason.DELETED, f"adopted by {decided.adopted_by}")
+        kept: list[InventoryEntry] = []
+    elif decided.fate == Fate.ORPHAN:
+        kept = list(entries)
+        head = retired_subject(name, old, Reason.ORPHANED, f"{len(kept)} objects kept")
+    else:
+        keeping = retired_kept(tick, decided, inventory)
+        kept = [e for e in entries if e.key.identity() in keeping]
+        detail = f"{len(entries) - len(kept)} objects deleted, {len(kept)} kept"
+        head = retired_subject(name, old, Reason.DELETED, detail)
+    where = (
+        f"releases/{name}.yaml removed in {decided.removed_in}"
+        if decided.removed_in
+        else (f"releases/{name}.yaml removed")
+    )
+    lines = [head, "", f"{where}."]
+    if kept:
+        lines += ["", "Kept:", *(f"- {e.key}" for e in kept)]
+    return "\n".join(lines)
+
+
+def retired_kept(tick: Tick, decided: Decided, inventory: ReleaseInventory) -> set[Identity]:
+    """The objects a Delete leaves: kept by their annotation (``prune: false``), or
+    claimed by another Release on the Cluster."""
+    owners = tick.owners()
+    return {
+        e.key.identity()
+        for e in inventory.entries
+        if not e.prune or owners.claimants(decided.name, e.key, decided.cluster)
+    }
+
+
+def _act(tick: Tick, record: Retiring, inventory: ReleaseInventory) -> None:
+    """Carry the recorded fate out: delete the objects in reverse sync-wave order (as
+    prune does), hand them over, or leave them. DeletionPending when the Cluster cannot
+    be used or a delete is not confirmed (the record stays for the next tick)."""
+    name = record.release
+    if record.fate == "Orphan":
+        return
+    if record.fate == "Adopted":
+        assert record.adopted_by is not None
+        _hand_over(tick, inventory, record.adopted_by)
+        return
+    cluster = tick.snapshot.clusters.get(record.cluster or "")
+    if cluster is None:
+        raise DeletionPending(
+            f"clusters/{record.cluster}.yaml: no such Cluster to delete from; "
+            f"'reconcile {name} --orphan' ends it without deleting"
+        )
+    deployer = tick.deployer(cluster)
+    owners = tick.owners()
+    pruned = prune(
+        deployer,
+        inventory,
+        (),
+        True,
+        lambda key: owners.claimants(name, key, record.cluster),
+    )
+    tick.inventories.note(pruned.inventory)
+    tick.save_inventory(name)
+    if pruned.errors or pruned.inventory.entries:
+        left = len(pruned.inventory.entries)
+        why = pruned.errors[0] if pruned.errors else "not confirmed gone"
+        raise DeletionPending(f"{left} objects not deleted yet: {why}")
+    if record.namespace is not None:
+        _delete_namespace(deployer, name, record.namespace)
+
+
+def _delete_namespace(deployer: Deployer, name: str, namespace: str) -> None:
+    """Delete the namespace ``createNamespace`` made for the Release, when convoy-batch
+    made it (its label names the Release) and nothing else is in it; else leave it."""
+    key = ObjectKey(api_version="v1", kind="Namespace", name=namespace)
+    live = deployer.get(key)
+    labels = ((live or {}).get("metadata") or {}).get("labels") or {}
+    if live is None or labels.get(LABEL_RELEASE) != name:
+        return
+    held = deployer.namespace_objects(namespace) if isinstance(deployer, ListsNamespaces) else None
+    if held is None or held:
+        what = f"it holds {held[0]}" if held else "what it holds cannot be read"
+        log.warning("%s: namespace %s kept: %s", name, namespace, what)
+        return
+    if not deployer.delete(key):
+        log.info("%s: namespace %s is being deleted", name, namespace)
+
+
+def _hand_over(tick: Tick, inventory: ReleaseInventory, adopter: str) -> None:
+    """The removed Release's inventory joins its adopter's (nothing is sent: the
+    adopter's next sync applies the objects it renders and prunes the others)."""
+    theirs = tick.inventory(adopter)
+    held = {e.key.identity() for e in theirs.entries}
+    moved = [e for e in inventory.entries if e.key.identity() not in held]
+    if moved:
+        tick.note_inventory(ReleaseInventory(release=adopter, entries=(*theirs.entries, *moved)))
+        tick.save_inventory(adopter)
+
+
+def _unreadable(tick: Tick) -> str | None:
+    """The first Release file of HEAD that cannot be read (it could be a removed one)."""
+    broken = sorted((e.path, e.error) for e in tick.snapshot.releases.values() if e.error)
+    return broken[0][1] if broken else None
+
+
+def _unknown(name: str, version: LastVersion | None) -> str:
+    if version is None:
+        why = f"no commit that removed releases/{name}.yaml was found"
+    else:
+        why = f"its last committed version does not parse ({version.error})"
+    return (
+        f"deletion waits: {why}, so its Cluster and deletionPolicy are unknown; "
+        f"'reconcile {name} --orphan' ends it without deleting"
+    )
+
+
+def _adopter(tick: Tick, name: str, release: Release) -> str | None:
+    """A Release on the same Cluster, new in the repository (no status yet), whose render
+    holds an object of the removed Release's inventory: a rename, or a move."""
+    try:
+        held = {e.key.identity() for e in tick.inventory(name).entries}
+    except StateFailed:
+        return None
+    if not held:
+        return None
+    for entry in tick.snapshot.releases.values():
+        other = entry.release
+        if other is None or other.spec.cluster != release.spec.cluster or other.name in tick.opened:
+            continue
+        try:
+            rendered = stage_render(tick, other)
+        except ConvoyError:
+            continue  # its reconcile reports it
+        if any(o.key.identity() in held for o in rendered.render.objects):
+            return other.name
+    return None
+
+
+def _allowed(tick: Tick, options: RetireOptions) -> Allowed:
+    """What lets the guard's deletions through: ``--allow-deletions``, or the trailers of
+    the commits this tick reads for the first time."""
+    if options.allow_deletions:
+        return Allowed(every=True)
+    since = last_head(tick.stores.state_dir)
+    if since is not None and not tick.repo.has_commit(since):
+        since = None  # the recorded commit is gone (history rewritten): HEAD's alone
+    values = tick.repo.trailers(ALLOW_DELETE_TRAILER, since, tick.snapshot.commit)
+    return allowed_by_trailers(values)
+
+
+def _last_releases(tick: Tick) -> dict[str, str]:
+    """Release -> Cluster at the commit the last tick read (HEAD's when none is known)."""
+    since = last_head(tick.stores.state_dir)
+    if since is not None and tick.repo.has_commit(since):
+        tree = tick.repo.repo.commit(since).tree
+        loaded = load_objects(tree, RELEASES_DIR, Release, tick.cache("repo"))
+        return {i.name: i.model.spec.cluster for i in loaded if i.model is not None}
+    return {
+        name: e.release.spec.cluster
+        for name, e in tick.snapshot.releases.items()
+        if e.release is not None
+    }
