@@ -523,6 +523,9 @@ class InventoryEntry(Model):
     """The renderRef this object was last applied with (None: not applied yet)."""
     prune: bool = True
     """False when the object carries ``convoy.dev/prune: "false"``."""
+    retain: bool = False
+    """True when the object is left in place as its Release is removed (Argo CD
+    ``Delete=false``)."""
     health: Health | None = None
     """Written only by the observer."""
     hook_deleted: bool = False

@@ -371,7 +371,8 @@ def _bookkeeping(inventory: ReleaseInventory) -> list[tuple[object, ...]]:
     """An inventory's entries without their health (a hook's deletion mark is kept: it is
     written before the delete)."""
     return [
-        (e.key, e.wave, e.applied_render_ref, e.prune, e.hook_deleted) for e in inventory.entries
+        (e.key, e.wave, e.applied_render_ref, e.prune, e.retain, e.hook_deleted)
+        for e in inventory.entries
     ]
 
 

@@ -136,8 +136,18 @@ def test_without_prune_the_default_policy_is_orphan(s: Scenario) -> None:
     assert len(files_of(s, "web")) == 2
 
 
-def test_an_object_kept_by_its_annotation_stays(s: Scenario) -> None:
-    s.app("web", extra={"kept.yaml": PRUNE_FALSE_CONFIGMAP})
+KEEPING = {
+    "convoy": '{convoy.dev/prune: "false"}',
+    "argo-prune": "{argocd.argoproj.io/sync-options: Prune=false}",
+    "argo-delete": '{argocd.argoproj.io/sync-options: "Delete=false,ServerSideApply=true"}',
+    "flux": "{kustomize.toolkit.fluxcd.io/prune: disabled}",
+}
+
+
+@pytest.mark.parametrize("annotations", list(KEEPING.values()), ids=list(KEEPING))
+def test_an_object_kept_by_its_annotation_stays(s: Scenario, annotations: str) -> None:
+    kept = PRUNE_FALSE_CONFIGMAP.replace('{convoy.dev/prune: "false"}', annotations)
+    s.app("web", extra={"kept.yaml": kept})
     s.app("api")
     s.reconcile()
     s.commit({"releases/web.yaml": None}, "retire web")
@@ -147,6 +157,19 @@ def test_an_object_kept_by_its_annotation_stays(s: Scenario) -> None:
     assert "web: Progressing -> Deleted (2 objects deleted, 1 kept)" in result.out
     assert list(files_of(s, "web")) == [Path("configmap/web-kept.yaml")]
     assert "- ConfigMap web/web-kept" in str(s.repo.head.commit.message)
+
+
+def test_delete_false_is_still_pruned_when_it_leaves_the_render(s: Scenario) -> None:
+    kept = PRUNE_FALSE_CONFIGMAP.replace(
+        '{convoy.dev/prune: "false"}', "{argocd.argoproj.io/sync-options: Delete=false}"
+    )
+    s.app("web", extra={"kept.yaml": kept})
+    s.reconcile()
+    s.commit({"apps/web/kept.yaml": None}, "drop it from the render")
+
+    s.reconcile(minutes=1)
+
+    assert Path("configmap/web-kept.yaml") not in files_of(s, "web")
 
 
 def test_an_invalid_release_file_holds_every_deletion(s: Scenario) -> None:
@@ -166,6 +189,27 @@ def test_an_invalid_release_file_holds_every_deletion(s: Scenario) -> None:
 
     assert "web: Succeeded -> Deleted (2 objects deleted, 0 kept)" in done.out
     assert files_of(s, "web") == {}
+
+
+def test_a_failed_repository_read_deletes_nothing(s: Scenario) -> None:
+    settled(s, "web", "api", "db")
+    s.commit({"releases/web.yaml": None}, "retire web")
+    tree = (s.repo.head.commit.tree / "releases").hexsha
+    loose = s.root / ".git" / "objects" / tree[:2] / tree[2:]
+    saved = loose.read_bytes()
+    loose.unlink()  # the releases/ folder of HEAD can no longer be read
+
+    failed = s.reconcile(minutes=2)
+
+    assert failed.code == 2
+    [line] = failed.err.splitlines()
+    assert "cannot be read" in line and tree in line
+    assert s.has_status("web") and len(files_of(s, "web")) == 2
+
+    loose.write_bytes(saved)
+    done = s.reconcile(minutes=3)
+
+    assert "web: Succeeded -> Deleted (2 objects deleted, 0 kept)" in done.out
 
 
 def test_a_pending_deletion_commits_once(s: Scenario) -> None:

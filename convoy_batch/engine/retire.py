@@ -317,13 +317,13 @@ def _message(
 
 
 def retired_kept(tick: Tick, decided: Decided, inventory: ReleaseInventory) -> set[Identity]:
-    """The objects a Delete leaves: kept by their annotation (``prune: false``), or
-    claimed by another Release on the Cluster."""
+    """The objects a Delete leaves: kept by their annotation (``prune: false``, Argo CD's
+    ``Delete=false``), or claimed by another Release on the Cluster."""
     owners = tick.owners()
     return {
         e.key.identity()
         for e in inventory.entries
-        if not e.prune or owners.claimants(decided.name, e.key, decided.cluster)
+        if not e.prune or e.retain or owners.claimants(decided.name, e.key, decided.cluster)
     }
 
 
@@ -352,6 +352,7 @@ def _act(tick: Tick, record: Retiring, inventory: ReleaseInventory) -> None:
         (),
         True,
         lambda key: owners.claimants(name, key, record.cluster),
+        spared={e.key.identity() for e in inventory.entries if e.retain},
     )
     tick.inventories.note(pruned.inventory)
     tick.save_inventory(name)

@@ -67,6 +67,9 @@ DELETE_POLICIES: Mapping[str, HealthState | None] = {
     "HookSucceeded": HealthState.CURRENT,
     "HookFailed": HealthState.FAILED,
 }
+ARGO_BOOLEAN_OPTIONS = frozenset({"Prune", "Delete"})
+"""Sync options read as ``Name=true|false``: ``Prune=false`` keeps an object that left the
+render, ``Delete=false`` one whose Release was removed."""
 ARGO_IGNORED_OPTIONS = frozenset(
     {
         # what convoy-batch does anyway (server-side apply, prune after the last wave,
@@ -84,7 +87,6 @@ ARGO_IGNORED_OPTIONS = frozenset(
         "SkipDryRunOnMissingResource",
         "Force",
         # about deleting or creating a whole Application
-        "Delete",
         "CreateNamespace",
         "PrunePropagationPolicy",
         "RespectIgnoreDifferences",
@@ -123,6 +125,9 @@ class Meaning:
     """Its hook phases in sync order (PreSync, Sync, PostSync), or SyncFail alone; empty
     for an object that is no hook."""
     prune: bool = True
+    retain: bool = False
+    """Left in place when its Release is removed from the repository (Argo CD
+    ``Delete=false``); pruned as any object when it leaves the render."""
     ignored: bool = False
     """Never applied, never pruned (Argo CD ``Skip``, Flux ``ssa: Ignore``)."""
     dropped: bool = False
@@ -154,6 +159,7 @@ def meaning(annotations: Mapping[str, Any], where: str) -> Meaning:
         wave=note.wave(),
         hooks=hooks,
         prune=note.prune(),
+        retain=note.argo_option("Delete") is False,
         ignored=skip or note.flux_ignored(),
         dropped=skip and note.helm_dropped(),
         create_only=note.flux_ssa() == "IfNotPresent",
@@ -269,18 +275,23 @@ class _Reader:
         return argo is not False and flux != "disabled"
 
     def argo_prune(self) -> bool | None:
-        """``Prune=false|true`` of the sync options; the other options Argo CD documents
-        are ignored (README), an unknown one is refused."""
+        return self.argo_option("Prune")
+
+    def argo_option(self, name: str) -> bool | None:
+        """``<name>=false|true`` of the sync options (``Prune``, ``Delete``); the other
+        options Argo CD documents are ignored (README), an unknown one is refused."""
         found = None
         expected = "a list of Argo CD sync options (Name=value)"
         for item in self.csv(ARGO_SYNC_OPTIONS, expected) or []:
             option, equals, value = item.partition("=")
             if not equals:
                 raise self.refuse(ARGO_SYNC_OPTIONS, item, expected)
-            if option == "Prune":
+            if option in ARGO_BOOLEAN_OPTIONS:
                 if value not in ("true", "false"):
-                    raise self.refuse(ARGO_SYNC_OPTIONS, item, "Prune=false or Prune=true")
-                found = value == "true"
+                    expected_value = f"{option}=false or {option}=true"
+                    raise self.refuse(ARGO_SYNC_OPTIONS, item, expected_value)
+                if option == name:
+                    found = value == "true"
             elif option not in ARGO_IGNORED_OPTIONS:
                 raise self.refuse(ARGO_SYNC_OPTIONS, item, "a known Argo CD sync option")
         return found

@@ -283,6 +283,8 @@ class RenderedObject:
     prune: bool
     manifest: Manifest
     """With label ``convoy.dev/release`` and annotation ``convoy.dev/render`` (step 6)."""
+    retain: bool = False
+    """Left in place when its Release is removed (Argo CD ``Delete=false``)."""
     delete_when: frozenset[HealthState] = frozenset()
     """A hook is deleted once its health is one of these (Argo CD delete policies)."""
     create_only: bool = False
@@ -395,6 +397,7 @@ def _assemble(
                 hook=note.hook,
                 prune=note.prune,
                 manifest=_stamp(obj, release, ref),
+                retain=note.retain,
                 delete_when=note.delete_when if note.hook is not None else frozenset(),
                 create_only=note.create_only,
                 hooks=note.hooks,

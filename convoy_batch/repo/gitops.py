@@ -119,17 +119,24 @@ class GitOpsRepo:
         head = self.repo.head
         commit = self.commit(revision)
         releases: dict[str, ReleaseEntry] = {}
-        for item in load_objects(commit.tree, RELEASES_DIR, Release, cache):
-            releases[item.name] = ReleaseEntry(
-                item.name, item.path, item.blob, item.model, item.error
-            )
         clusters: dict[str, Cluster] = {}
         cluster_errors: dict[str, str] = {}
-        for item in load_objects(commit.tree, CLUSTERS_DIR, Cluster, cache):
-            if item.error is None:
-                clusters[item.name] = item.model
-            else:
-                cluster_errors[item.name] = item.error
+        try:
+            for item in load_objects(commit.tree, RELEASES_DIR, Release, cache):
+                releases[item.name] = ReleaseEntry(
+                    item.name, item.path, item.blob, item.model, item.error
+                )
+            for item in load_objects(commit.tree, CLUSTERS_DIR, Cluster, cache):
+                if item.error is None:
+                    clusters[item.name] = item.model
+                else:
+                    cluster_errors[item.name] = item.error
+        except (ODBError, ValueError, git.GitCommandError) as exc:
+            # A missing or corrupt object: the repository cannot be read, so nothing is
+            # decided from it (a removed Release is never retired on a partial reading).
+            raise UsageError(
+                f"{self.path}: commit {commit.hexsha[:12]} cannot be read: {one_line(str(exc))}"
+            ) from None
         branch = None if head.is_detached else head.reference.name
         return GitOpsSnapshot(commit.hexsha, branch, releases, clusters, cluster_errors)
 
@@ -138,28 +145,32 @@ class GitOpsRepo:
         parent of the newest commit on ``head``'s first-parent line (default HEAD) that
         removed it; None when no commit removed such a file. Git walks the history."""
         paths = [f"{RELEASES_DIR}/{name}{suffix}" for suffix in SUFFIXES]
-        found = self.repo.git.log(
-            "--first-parent",
-            "-m",
-            "--diff-filter=D",
-            "--no-renames",
-            "--format=%H",
-            "--max-count=1",
-            head or "HEAD",
-            "--",
-            *paths,
-        ).split()
-        if not found:
-            return None
-        removing = self.repo.commit(found[0])
-        before = removing.parents[0].tree
-        for path in paths:
-            try:
-                blob = before / path
-            except KeyError:
-                continue
-            loaded = _load_file(blob, Release, None)
-            return LastVersion(name, removing.hexsha, path, loaded.model, loaded.error)
+        try:
+            found = self.repo.git.log(
+                "--first-parent",
+                "-m",
+                "--diff-filter=D",
+                "--no-renames",
+                "--format=%H",
+                "--max-count=1",
+                head or "HEAD",
+                "--",
+                *paths,
+            ).split()
+            if not found:
+                return None
+            removing = self.repo.commit(found[0])
+            before = removing.parents[0].tree
+            for path in paths:
+                try:
+                    blob = before / path
+                except KeyError:
+                    continue
+                loaded = _load_file(blob, Release, None)
+                return LastVersion(name, removing.hexsha, path, loaded.model, loaded.error)
+        except (ODBError, ValueError, git.GitCommandError) as exc:
+            why = f"the history of {paths[0]} cannot be read: {one_line(str(exc))}"
+            return LastVersion(name, "", paths[0], None, why)
         return None
 
     def trailers(self, key: str, since: str | None, head: str | None = None) -> list[str]:

@@ -49,10 +49,10 @@ def record_applied(
         applied_ref = (
             render_ref if ident in applied else (prior.applied_render_ref if prior else None)
         )
-        same = (obj.key, obj.phase, applied_ref, obj.prune)
+        same = (obj.key, obj.phase, applied_ref, obj.prune, obj.retain)
         if (
             prior is not None
-            and (prior.key, prior.wave, prior.applied_render_ref, prior.prune) == same
+            and (prior.key, prior.wave, prior.applied_render_ref, prior.prune, prior.retain) == same
         ):
             entries.append(prior)  # unchanged: no new model on a quiet tick
             continue
@@ -62,6 +62,7 @@ def record_applied(
                 wave=obj.phase,
                 applied_render_ref=applied_ref,
                 prune=obj.prune,
+                retain=obj.retain,
                 health=prior.health if prior else None,
             )
         )
