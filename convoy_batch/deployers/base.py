@@ -59,5 +59,6 @@ class ListsNamespaces(Protocol):
 
     def namespace_objects(self, namespace: str) -> list[ObjectKey]:
         """The objects in ``namespace``, but for those the cluster makes in every
-        namespace by itself (its default ServiceAccount and CA ConfigMap, events)."""
+        namespace by itself (its default ServiceAccount and CA ConfigMap, events) and the
+        dependents of other objects (``ownerReferences``: deleted with their owner)."""
         ...

@@ -136,9 +136,10 @@ CLUSTER_MADE = {("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt")
 
 def _cluster_made(obj: Manifest) -> bool:
     """An object the cluster made in the namespace by itself: its default ServiceAccount,
-    that account's token Secret, the CA ConfigMap."""
+    that account's token Secret, the CA ConfigMap, and a dependent of another object (a
+    ReplicaSet's Pods: the garbage collector deletes it with its owner)."""
     meta = obj.get("metadata") or {}
-    if (obj.get("kind"), meta.get("name")) in CLUSTER_MADE:
+    if (obj.get("kind"), meta.get("name")) in CLUSTER_MADE or meta.get("ownerReferences"):
         return True
     account = (meta.get("annotations") or {}).get("kubernetes.io/service-account.name")
     token = obj.get("type") == "kubernetes.io/service-account-token"

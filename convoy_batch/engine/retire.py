@@ -193,10 +193,20 @@ def decide_retirements(tick: Tick, options: RetireOptions = RetireOptions()) -> 
     return chosen
 
 
-def retire_removed(tick: Tick, options: RetireOptions = RetireOptions()) -> list[Handled]:
+def retire_removed(
+    tick: Tick, options: RetireOptions = RetireOptions()
+) -> tuple[list[Handled], dict[str, str]]:
     """Decide the fate of every removed Release and carry it out; the status commits
-    are queued in the tick's batch."""
-    return [_carry_out(tick, d) for d in decide_retirements(tick, options)]
+    are queued in the tick's batch. The Releases handled, and those whose deletes are
+    not over yet (with why: a later tick finishes them)."""
+    handled, skipped = [], {}
+    for decided in decide_retirements(tick, options):
+        done = _carry_out(tick, decided)
+        if isinstance(done, str):
+            skipped[decided.name] = done
+        else:
+            handled.append(done)
+    return handled, skipped
 
 
 def forget_retired(tick: Tick, handled: Sequence[Handled]) -> None:
@@ -222,7 +232,9 @@ def forget_retired(tick: Tick, handled: Sequence[Handled]) -> None:
         tick.stores.retiring.clear(name)
 
 
-def _carry_out(tick: Tick, decided: Decided) -> Handled:
+def _carry_out(tick: Tick, decided: Decided) -> Handled | str:
+    """The retirement carried out (its commit queued), or why it waits (its status
+    committed), or (a string) why it is not over yet with nothing to commit."""
     name = decided.name
     prior = tick.status(name)
     try:
@@ -238,6 +250,8 @@ def _carry_out(tick: Tick, decided: Decided) -> Handled:
         _act(tick, record, inventory)
     except ConvoyError as exc:
         return _waiting(tick, name, Reason.DELETION_PENDING, str(exc), inventory)
+    except StillDeleting as exc:
+        return str(exc)
     tick.removed.add(name)
     commit = tick.status_store.remove_later(name, record.message)
     reason = Reason.ORPHANED if record.fate == "Orphan" else Reason.DELETED
@@ -253,8 +267,9 @@ def planned_message(tick: Tick, decided: Decided) -> str:
         return decided.message
     if decided.record is not None:
         return decided.record.message.splitlines()[0]
-    prior = tick.status(decided.name)
-    return _message(tick, decided, prior, tick.inventory(decided.name)).splitlines()[0]
+    prior, inventory = tick.status(decided.name), tick.inventory(decided.name)
+    kept = _kept_entries(tick, decided, inventory)
+    return _message(decided, prior, inventory, kept).splitlines()[0]
 
 
 def _waiting(
@@ -273,42 +288,53 @@ def _waiting(
 def _write_ahead(
     tick: Tick, decided: Decided, prior: ReleaseStatus, inventory: ReleaseInventory
 ) -> Retiring:
-    """The decision, durable before anything is sent, with its commit message."""
+    """The decision, durable before anything is sent: its commit message and what a
+    Delete leaves (a tick that completes it spares the same objects)."""
+    kept = _kept_entries(tick, decided, inventory)
     record = Retiring(
         release=decided.name,
         cluster=decided.cluster,
         fate=_ACTED[decided.fate],
         adopted_by=decided.adopted_by,
-        message=_message(tick, decided, prior, inventory),
+        message=_message(decided, prior, inventory, kept),
         namespace=decided.namespace if decided.fate == Fate.DELETE else None,
+        kept=tuple(e.key for e in kept) if decided.fate == Fate.DELETE else (),
     )
     tick.stores.retiring.save(record)
     return record
 
 
+def _kept_entries(
+    tick: Tick, decided: Decided, inventory: ReleaseInventory
+) -> list[InventoryEntry]:
+    """The entries whose objects the retirement leaves in place (all but for a Delete)."""
+    if decided.fate == Fate.ADOPTED:
+        return []
+    if decided.fate != Fate.DELETE:
+        return list(inventory.entries)
+    keeping = retired_kept(tick, decided, inventory)
+    return [e for e in inventory.entries if e.key.identity() in keeping]
+
+
 def _message(
-    tick: Tick, decided: Decided, prior: ReleaseStatus, inventory: ReleaseInventory
+    decided: Decided,
+    prior: ReleaseStatus,
+    inventory: ReleaseInventory,
+    kept: Sequence[InventoryEntry],
 ) -> str:
     """``<name>: <old state> -> Deleted (N objects deleted, M kept)`` (or ``Orphaned (N
     objects kept)``, ``Deleted (adopted by <new>)``), the commit that removed the file,
-    and the objects kept."""
+    and the objects ``kept``."""
     name, old = decided.name, state_of(prior)
-    entries = inventory.entries
     if decided.fate == Fate.ADOPTED:
         head = retired_subject(name, old, Reason.DELETED, f"adopted by {decided.adopted_by}")
-        kept: list[InventoryEntry] = []
     elif decided.fate == Fate.ORPHAN:
-        kept = list(entries)
         head = retired_subject(name, old, Reason.ORPHANED, f"{len(kept)} objects kept")
     else:
-        keeping = retired_kept(tick, decided, inventory)
-        kept = [e for e in entries if e.key.identity() in keeping]
-        detail = f"{len(entries) - len(kept)} objects deleted, {len(kept)} kept"
+        detail = f"{len(inventory.entries) - len(kept)} objects deleted, {len(kept)} kept"
         head = retired_subject(name, old, Reason.DELETED, detail)
-    where = (
-        f"releases/{name}.yaml removed in {decided.removed_in}"
-        if decided.removed_in
-        else (f"releases/{name}.yaml removed")
+    where = f"releases/{name}.yaml removed" + (
+        f" in {decided.removed_in}" if decided.removed_in else ""
     )
     lines = [head, "", f"{where}."]
     if kept:
@@ -318,13 +344,40 @@ def _message(
 
 def retired_kept(tick: Tick, decided: Decided, inventory: ReleaseInventory) -> set[Identity]:
     """The objects a Delete leaves: kept by their annotation (``prune: false``, Argo CD's
-    ``Delete=false``), or claimed by another Release on the Cluster."""
+    ``Delete=false``), claimed by another Release on the Cluster, and a Namespace of the
+    inventory that still holds one of those or anything not of this Release (deleting it
+    would delete what it holds)."""
     owners = tick.owners()
-    return {
+    kept = {
         e.key.identity()
         for e in inventory.entries
         if not e.prune or e.retain or owners.claimants(decided.name, e.key, decided.cluster)
     }
+    spaces = [e.key for e in inventory.entries if _is_namespace(e.key)]
+    spaces = [key for key in spaces if key.identity() not in kept]
+    if spaces:
+        ours = {e.key.identity() for e in inventory.entries}
+        holding = {e.key.namespace for e in inventory.entries if e.key.identity() in kept}
+        for key in spaces:
+            if key.name in holding or _holds_others(tick, decided, key.name, ours):
+                kept.add(key.identity())
+    return kept
+
+
+def _is_namespace(key: ObjectKey) -> bool:
+    return key.kind == "Namespace" and key.group == ""
+
+
+def _holds_others(tick: Tick, decided: Decided, namespace: str, ours: set[Identity]) -> bool:
+    """Whether ``namespace`` holds an object that is not one of ``ours`` (True when that
+    cannot be told: the namespace is then kept)."""
+    cluster = tick.snapshot.clusters.get(decided.cluster or "")
+    if cluster is None:
+        return True
+    deployer = tick.deployer(cluster)
+    if not isinstance(deployer, ListsNamespaces):
+        return True
+    return any(k.identity() not in ours for k in deployer.namespace_objects(namespace))
 
 
 def _act(tick: Tick, record: Retiring, inventory: ReleaseInventory) -> None:
@@ -352,16 +405,22 @@ def _act(tick: Tick, record: Retiring, inventory: ReleaseInventory) -> None:
         (),
         True,
         lambda key: owners.claimants(name, key, record.cluster),
-        spared={e.key.identity() for e in inventory.entries if e.retain},
+        spared={key.identity() for key in record.kept},
     )
     tick.inventories.note(pruned.inventory)
     tick.save_inventory(name)
-    if pruned.errors or pruned.inventory.entries:
-        left = len(pruned.inventory.entries)
-        why = pruned.errors[0] if pruned.errors else "not confirmed gone"
-        raise DeletionPending(f"{left} objects not deleted yet: {why}")
+    left = len(pruned.inventory.entries)
+    if pruned.errors:
+        raise DeletionPending(f"{left} objects not deleted yet: {pruned.errors[0]}")
+    if left:  # deletes accepted, not finished (a Namespace terminating): the next tick
+        raise StillDeleting(f"{left} objects still being deleted")
     if record.namespace is not None:
         _delete_namespace(deployer, name, record.namespace)
+
+
+class StillDeleting(Exception):
+    """The retirement's deletes were accepted and are not over yet: not an error; the
+    Release is reported skipped and a later tick finishes (nothing is committed now)."""
 
 
 def _delete_namespace(deployer: Deployer, name: str, namespace: str) -> None:

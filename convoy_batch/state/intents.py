@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Generic, Literal, TypeVar
 
 from convoy_batch.errors import StateFailed
-from convoy_batch.models import Model, ReleaseStatus, parse_model
+from convoy_batch.models import Model, ObjectKey, ReleaseStatus, parse_model
 from convoy_batch.names import is_label
 from convoy_batch.rollout.step import Step
 from convoy_batch.state.files import (
@@ -67,6 +67,8 @@ class Retiring(Model):
     """The commit message that removes its status file."""
     namespace: str | None = None
     """The namespace its ``createNamespace`` made, deleted once empty (fate Delete)."""
+    kept: tuple[ObjectKey, ...] = ()
+    """The objects a Delete leaves in place (decided with it, spared by every try)."""
 
 
 R = TypeVar("R", Intent, Retiring)

@@ -167,7 +167,9 @@ def retirements(tick: Tick, options: TickOptions, report: TickReport) -> None:
             named = ", ".join(present)
             raise UsageError(f"--orphan takes removed Releases only; in releases/: {named}")
     retire_options = RetireOptions(options.names, options.orphan, options.allow_deletions)
-    report.handled.extend(retire_removed(tick, retire_options))
+    handled, waiting = retire_removed(tick, retire_options)
+    report.handled.extend(handled)
+    report.skipped.update(waiting)
 
 
 GC_THRESHOLD = (50_000, 20, 100)
