@@ -503,14 +503,14 @@ def _allowed(tick: Tick, options: RetireOptions) -> Allowed:
 
 
 def _last_releases(tick: Tick) -> dict[str, str]:
-    """Release -> Cluster at the commit the last tick read (HEAD's when none is known)."""
+    """Release -> Cluster at the commit the last tick read (HEAD's when none is known); a
+    Release file that did not parse counts, on no Cluster ("")."""
     since = last_head(tick.stores.state_dir)
     if since is not None and tick.repo.has_commit(since):
         tree = tick.repo.repo.commit(since).tree
         loaded = load_objects(tree, RELEASES_DIR, Release, tick.cache("repo"))
-        return {i.name: i.model.spec.cluster for i in loaded if i.model is not None}
+        return {i.name: i.model.spec.cluster if i.model else "" for i in loaded}
     return {
-        name: e.release.spec.cluster
+        name: e.release.spec.cluster if e.release else ""
         for name, e in tick.snapshot.releases.items()
-        if e.release is not None
     }

@@ -309,3 +309,63 @@ def test_the_namespace_create_namespace_made_goes_once_nothing_else_is_in_it(
     # (its default ServiceAccount, the CA ConfigMap) is in ns-free: it goes.
     assert meta(s.kube.core.read_namespace, "ns-used") is not None
     eventually(lambda: not namespace_exists(s, "ns-free"), "namespace ns-free to go")
+
+
+def test_a_forbidden_deletion_waits_and_deletes_nothing(kscenario: KubeScenario) -> None:
+    s = kscenario
+    before = succeeded(s, "nope")
+    # The user "limited" has no role on this server: every request is refused (403).
+    cluster = kube_cluster(s.kube.limited_kubeconfig())
+    remove(s, "nope", **{"clusters/staging.yaml": cluster})
+
+    with requests() as sent:
+        result = s.reconcile(minutes=2)
+
+    assert result.code == 1
+    [line] = result.err.splitlines()
+    assert line.startswith("nope: DeletionPending: clusters/staging.yaml: "), line
+    assert 'User "limited" cannot' in line, line
+    assert "DELETE" not in sent or objects(s, "nope") == before
+    assert objects(s, "nope") == before
+    assert s.status("nope")["lastAttempted"]["reason"] == "DeletionPending"
+
+
+def test_an_invalid_file_and_the_guard_hold_deletions_on_the_server(
+    kscenario: KubeScenario,
+) -> None:
+    s = kscenario
+    first = succeeded(s, "hold-a")
+    second = succeeded(s, "hold-b")
+    s.app("hold-c")
+    assert s.reconcile("hold-c", minutes=1).code == 0
+    removed = s.commit(
+        {"releases/hold-a.yaml": None, "releases/hold-b.yaml": None, "releases/hold-c.yaml": "["},
+        "remove two, break one",
+    )
+
+    with requests() as sent:
+        invalid = s.reconcile(minutes=2)
+    assert invalid.code == 1
+    assert "hold-a: DeletionPending: deletion waits: releases/hold-c.yaml" in invalid.err
+    assert "DELETE" not in sent, sent
+
+    s.app("hold-c")  # readable again: now the guard holds two of three
+    with requests() as sent:
+        guarded = s.reconcile(minutes=3)
+    assert guarded.code == 0, guarded.err
+    assert "DELETE" not in sent, sent
+    # Counted at the commit the last tick read, where hold-c could not be read (on no
+    # Cluster): two of the two Releases of staging.
+    for name in ("hold-a", "hold-b"):
+        attempt = s.status(name)["lastAttempted"]
+        assert attempt["reason"] == "DeletionBlocked"
+        assert attempt["message"].startswith("mass deletion: 2 of 2 Releases of staging;")
+    assert objects(s, "hold-a") == first and objects(s, "hold-b") == second
+
+    s.commit({"notes.txt": "x"}, "retire them\n\nConvoy-Allow-Delete: hold-a, hold-b\n")
+    deleted(s, "hold-a", minutes=4)
+    if s.has_status("hold-b"):
+        deleted(s, "hold-b", minutes=6)
+    for name in ("hold-a", "hold-b"):
+        retirement(s, name, removed)
+        assert objects(s, name) == dict.fromkeys(first if name == "hold-a" else second)
