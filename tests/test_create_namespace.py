@@ -63,10 +63,11 @@ def test_the_namespace_is_made_labelled_with_the_first_apply_and_never_pruned(
     assert not s.object_path("web", "configmap", "extra").exists()
     assert not s.object_path("web", "deployment.apps", "web").exists()
     assert namespace_file(s).exists()
-    # The Release removed: nothing removes the namespace either.
+    # The Release removed (Delete, the default with prune): the namespace it made goes
+    # with it, nothing else being in it; with Orphan it would stay (tests/test_delete_release.py).
     s.commit({"releases/web.yaml": None})
     s.reconcile(minutes=2)
-    assert namespace_file(s).exists()
+    assert not namespace_file(s).exists() and not s.has_status("web")
 
 
 def test_a_namespace_already_there_is_left_as_it_is(scenario: Scenario) -> None:

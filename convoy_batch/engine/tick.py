@@ -45,6 +45,8 @@ built; this is the index). Cache: key; valid while; lifetime and invalidation.
   the whole object (``health/cel.py``); across ticks.
 - ``programs``: CEL expression text; one tick.
 - source resolver: (repository, ref, path); the tick's commits; one tick.
+- a removed Release's last committed version (``GitOpsRepo.last_version``): (name, head
+  commit); for ever (history is fixed); one tick.
 - Kubernetes deployer: kind (its LIST), group version (discovery), object (live); one
   tick, kept current with the server's answers to its own writes.
 - directory deployer: object file; its stat; one tick (then the cluster cache above).

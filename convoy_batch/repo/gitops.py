@@ -78,6 +78,9 @@ class GitOpsRepo:
             raise UsageError(f"{self.path}: not a git repository") from None
         if not self.repo.head.is_valid():
             raise UsageError(f"{self.path}: the repository has no commit yet")
+        self._versions: dict[tuple[str, str], LastVersion | None] = {}
+        """:meth:`last_version`'s answers; key (name, head commit), valid for ever (a
+        commit's history does not change); lifetime: this object, one tick."""
 
     def commit(self, revision: str | None = None) -> git.Commit:
         """HEAD's commit, or the commit ``revision`` (a branch, tag or SHA) names, read
@@ -144,6 +147,13 @@ class GitOpsRepo:
         """Release ``name`` as its last committed version had it: its file in the first
         parent of the newest commit on ``head``'s first-parent line (default HEAD) that
         removed it; None when no commit removed such a file. Git walks the history."""
+        if head is None:  # HEAD may move: not kept
+            return self._last_version(name, None)
+        if (name, head) not in self._versions:
+            self._versions[name, head] = self._last_version(name, head)
+        return self._versions[name, head]
+
+    def _last_version(self, name: str, head: str | None) -> "LastVersion | None":
         paths = [f"{RELEASES_DIR}/{name}{suffix}" for suffix in SUFFIXES]
         try:
             found = self.repo.git.log(

@@ -495,6 +495,19 @@ def compare(reference: Snapshot, got: Snapshot) -> list[str]:
     return problems
 
 
+def settled_problems(case: Path, last: TickRun, expected: int, minutes: int) -> list[str]:
+    """What a crashed case's checkout shows once plain ticks followed: the last tick's exit
+    code against the reference's ``expected``, ``git fsck``, litter and a person's commit."""
+    problems = []
+    if last.code != expected:
+        problems.append(
+            f"the tick at minute {minutes} exited {last.code} (reference {expected}): "
+            f"{last_words(last.err)}"
+        )
+    repo = case / "repo"
+    return problems + fsck(repo) + litter(repo) + person_commits(repo)
+
+
 def fsck(repo: Path) -> list[str]:
     proc = git(repo, "fsck", "--strict", "--no-progress", check=False)
     if proc.returncode != 0:

@@ -81,15 +81,9 @@ def crash_case(world: CrashWorld, shim: Path, kind: str, n: int) -> str | None:
         crash = h.run_tick(case, h.CRASH_MINUTE, shim=shim, kind=kind, n=n)
         follow = [h.run_tick(case, minutes) for minutes in h.FOLLOW_MINUTES]
         problems = h.compare(world.reference, h.snapshot(case))
-        last, expected = follow[-1].code, world.reference_codes[-1]
-        if last != expected:
-            problems.append(
-                f"the tick at minute {h.FOLLOW_MINUTES[-1]} exited {last} (reference"
-                f" {expected}): {h.last_words(follow[-1].err)}"
-            )
-        problems += h.fsck(case / "repo")
-        problems += h.litter(case / "repo")
-        problems += h.person_commits(case / "repo")
+        problems += h.settled_problems(
+            case, follow[-1], world.reference_codes[-1], h.FOLLOW_MINUTES[-1]
+        )
         prefix = f"{case}/"
     if not problems:
         return None

@@ -176,15 +176,7 @@ def converged(world: RetireWorld, case: Path, follow: list[h.TickRun]) -> list[s
     for minutes, run in zip(FOLLOW_MINUTES, follow, strict=True):
         if "Traceback" in run.err:
             problems.append(f"the tick at minute {minutes}: {h.last_words(run.err)}")
-    if follow[-1].code != world.last_code:
-        problems.append(
-            f"the tick at minute {FOLLOW_MINUTES[-1]} exited {follow[-1].code} (reference"
-            f" {world.last_code}): {h.last_words(follow[-1].err)}"
-        )
-    problems += h.fsck(case / "repo")
-    problems += h.litter(case / "repo")
-    problems += h.person_commits(case / "repo")
-    return problems
+    return problems + h.settled_problems(case, follow[-1], world.last_code, FOLLOW_MINUTES[-1])
 
 
 def report(

@@ -31,16 +31,18 @@ FIXED = {
     "deployment.yaml": """\
 apiVersion: apps/v1
 kind: Deployment
-metadata: {name: app}
+metadata: {name: ren-app}
 spec:
   replicas: 1
-  selector: {matchLabels: {app: app}}
+  selector: {matchLabels: {app: ren-app}}
   template:
-    metadata: {labels: {app: app}}
+    metadata: {labels: {app: ren-app}}
     spec:
       containers: [{name: app, image: "example/app:1.0"}]
 """,
-    "configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {a: b}\n",
+    "configmap.yaml": (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ren-settings}\ndata: {a: b}\n"
+    ),
 }
 
 Live = dict[str, tuple[str, str] | None]
@@ -232,7 +234,7 @@ def test_an_orphaned_release_leaves_every_object_as_it_is(kscenario: KubeScenari
 
 def test_a_renamed_release_adopts_the_objects(kscenario: KubeScenario) -> None:
     s = kscenario
-    before = succeeded(s, "ren-old", deployment="app", extra=FIXED)
+    before = succeeded(s, "ren-old", deployment="ren-app", extra=FIXED)
 
     # ren-new: the same source and namespace under a new name, in the commit of the removal.
     renamed = release_yaml("ren-new").replace("namespace: ren-new", "namespace: ren-old")
@@ -244,9 +246,9 @@ def test_a_renamed_release_adopts_the_objects(kscenario: KubeScenario) -> None:
     assert "DELETE" not in sent, sent
     assert retirement(s, "ren-old", removed) == "ren-old: Succeeded -> Deleted (adopted by ren-new)"
     assert s.status("ren-new")["lastAttempted"]["reason"] == "Synced"
-    after = live(s, "ren-old", "app", "settings")
+    after = live(s, "ren-old", "ren-app", "ren-settings")
     assert uids(after) == uids(before)
-    labels = s.kube.apps.read_namespaced_deployment("app", "ren-old").metadata.labels
+    labels = s.kube.apps.read_namespaced_deployment("ren-app", "ren-old").metadata.labels
     assert labels["convoy.dev/release"] == "ren-new"
     assert inventory(s, "ren-new") == sorted(before)
     assert inventory(s, "ren-old") == []
