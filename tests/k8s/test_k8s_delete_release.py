@@ -134,11 +134,13 @@ def last_change(s: KubeScenario, name: str) -> Any:
 
 
 def quiet(s: KubeScenario, minutes: float) -> None:
-    """A later tick: exit 0, no commit."""
+    """A later tick: exit 0, no commit, no write to the server (reads at most)."""
     head = s.head()
-    result = s.reconcile(minutes=minutes)
+    with requests() as sent:
+        result = s.reconcile(minutes=minutes)
     assert result.code == 0, result.err
     assert s.head() == head
+    assert set(sent) <= {"GET"}, sent
 
 
 def deleted(s: KubeScenario, name: str, minutes: float) -> Result:
@@ -151,7 +153,7 @@ def deleted(s: KubeScenario, name: str, minutes: float) -> Result:
         assert result.code == 0, result.err
         assert f"{name}: skipped (1 objects still being deleted)" in result.out.splitlines()
         assert inventory(s, name) == [f"Namespace/{name}"]
-        assert s.kube.core.read_namespace(name).status.phase == "Terminating"
+        assert meta(s.kube.core.read_namespace, name) is None  # terminating, or gone since
         eventually(lambda: not namespace_exists(s, name), f"namespace {name} to go")
         minutes += 1
         result = s.reconcile(minutes=minutes)
