@@ -247,6 +247,27 @@ def _unsaid_when_empty(data: dict[str, Any], field: str) -> dict[str, Any]:
     return data
 
 
+class SyncWindow(Model):
+    """A time when a Release may (``allow``) or may not (``deny``) be synced, as Argo CD's
+    project sync windows. ``schedule``, ``duration`` and ``timeZone`` are kept as written
+    and read by :mod:`convoy_batch.rollout.windows`: a window that does not parse is the
+    error of the Releases it covers (it fails closed), not an invalid file."""
+
+    name: str | None = None
+    kind: Literal["allow", "deny"]
+    schedule: str
+    """A 5-field cron expression, read on the wall clock of ``timeZone``."""
+    duration: str
+    """How long each slot lasts from its start (a Go duration: ``2h``, ``90m``)."""
+    time_zone: str = "UTC"
+    """An IANA zone (``Europe/Berlin``)."""
+    manual_sync: bool = False
+    """A forced sync may pass this window while it keeps the Release closed."""
+
+
+SyncWindows = tuple[SyncWindow, ...]
+
+
 class ReleaseSpec(Model):
     cluster: Name
     namespace: Name = "default"
@@ -262,10 +283,13 @@ class ReleaseSpec(Model):
     deletion_policy: DeletionPolicy | None = None
     """Unset: ``Delete`` when ``syncPolicy.prune`` is true, else ``Orphan`` (see
     :attr:`deletes`)."""
+    sync_windows: SyncWindows = ()
+    """This Release's sync windows, with its Cluster's."""
 
     @model_serializer(mode="wrap")
     def _checks_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = _unsaid_when_empty(handler(self), "healthChecks")
+        data = _unsaid_when_empty(data, "syncWindows")
         return _unsaid_when_empty(data, "deletionPolicy")
 
     @property
@@ -317,10 +341,13 @@ class ClusterSpec(Model):
     simulate: SimulatedController | None = None
     health_checks: HealthChecks = ()
     """The operator's health rules for every Release on the Cluster (``health_rules``)."""
+    sync_windows: SyncWindows = ()
+    """Sync windows of every Release on the Cluster."""
 
     @model_serializer(mode="wrap")
     def _checks_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _unsaid_when_empty(handler(self), "healthChecks")
+        data = _unsaid_when_empty(handler(self), "healthChecks")
+        return _unsaid_when_empty(data, "syncWindows")
 
     @model_validator(mode="after")
     def _one_target(self) -> "ClusterSpec":

@@ -6,7 +6,8 @@ units (``1h30m``, ``90s`` prints as ``1m30s``, zero prints as ``0``); times prin
 """
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 _UNITS = {
     "ns": timedelta(microseconds=0.001),
@@ -102,3 +103,12 @@ def format_time(dt: datetime) -> str:
     """Print a time as RFC 3339 UTC with ``Z``, to the second."""
     # isoformat, not strftime("%Y"): glibc does not zero-pad years before 1000.
     return parse_time(dt).replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
+
+
+def zone(name: str) -> tzinfo:
+    """The IANA time zone ``name`` (``Europe/Berlin``), read from the system's or Python's
+    zone database; ValueError when there is none of that name."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"{name!r} is not an IANA time zone") from None
