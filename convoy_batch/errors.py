@@ -90,5 +90,12 @@ class DeletionPending(ConvoyError):
     reason = Reason.DELETION_PENDING
 
 
+class InvalidSyncWindow(ConvoyError):
+    """A sync window of the Release or its Cluster does not parse: the Release applies
+    nothing (a window fails closed)."""
+
+    reason = Reason.INVALID_SYNC_WINDOW
+
+
 class UsageError(Exception):
     """A CLI usage problem (exit code 2): unreadable repository, unknown Release name."""

@@ -19,6 +19,8 @@ class Reason(StrEnum):
     WAITING_FOR_CLUSTER_WAVE = "WaitingForClusterWave"
     WAVE_TIMEOUT = "WaveTimeout"
     """Also the rollout reason of a wave timeout (SPEC 7)."""
+    WAITING_FOR_SYNC_WINDOW = "WaitingForSyncWindow"
+    """A closed sync window holds the Release's render (README, "Sync windows")."""
     DELETION_BLOCKED = "DeletionBlocked"
     """A removed Release held by the mass-deletion guard (README, "Deleting a Release")."""
     DELETED = "Deleted"
@@ -39,6 +41,7 @@ class Reason(StrEnum):
     PRUNE_FAILED = "PruneFailed"
     STATE_FAILED = "StateFailed"
     DELETION_PENDING = "DeletionPending"
+    INVALID_SYNC_WINDOW = "InvalidSyncWindow"
 
     # Rollout reasons only (SPEC 5, 6.1).
     NEW_RENDER = "NewRender"
@@ -61,6 +64,7 @@ ERROR_REASONS: frozenset[Reason] = frozenset(
         Reason.PRUNE_FAILED,
         Reason.STATE_FAILED,
         Reason.DELETION_PENDING,
+        Reason.INVALID_SYNC_WINDOW,
     }
 )
 """The outcome reasons that are errors: exactly the ``reason`` of each typed error (a
@@ -80,6 +84,7 @@ GATE_REASONS: frozenset[Reason] = frozenset(
         Reason.WAITING_FOR_CLUSTER_WAVE,
         Reason.WAITING_FOR_WAVE_HEALTH,
         Reason.WAVE_TIMEOUT,
+        Reason.WAITING_FOR_SYNC_WINDOW,
     }
 )
 """Outcome reasons of a gate that stopped or held the sync (SPEC 6.2, 7)."""

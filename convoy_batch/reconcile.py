@@ -24,7 +24,7 @@ from convoy_batch.engine.handler import (
     sync_handler,
 )
 from convoy_batch.engine.stages.act import BeforeChange, Writes, carry_out, no_record
-from convoy_batch.engine.stages.gates import stage_gates
+from convoy_batch.engine.stages.gates import stage_gates, windows_of
 from convoy_batch.engine.stages.last_healthy import apply_last_healthy, expected_rollback
 from convoy_batch.engine.stages.outcome import failed
 from convoy_batch.engine.stages.render import stage_render
@@ -128,6 +128,7 @@ def decide(
     plan = _plan(tick, release, status, render.ref, inventory)
     try:
         deployer = tick.deployer(rendered.cluster)
+        windows_of(release, rendered.cluster)  # a window that does not parse: nothing applies
         if plan.action == Action.APPLY_LAST_HEALTHY:
             cause = plan.rollout.message if plan.rollout is not None else ""
             rollback = RollBack(plan.rollout, rid, f"holding last healthy render: {cause}")

@@ -170,6 +170,7 @@ REACHED_ELSEWHERE = {
     "StateFailed": "tests/test_state_damage.py",
     "OwnershipConflict": "tests/test_ownership.py, tests/k8s/test_k8s_ownership.py",
     "DeletionPending": "tests/test_delete_release.py, tests/k8s/test_k8s_delete_release.py",
+    "InvalidSyncWindow": "tests/test_sync_windows.py",
 }
 
 

@@ -10,6 +10,7 @@ import pytest
 from convoy_batch.models import Release, SyncWindow, parse_model
 from convoy_batch.rollout.windows import Window, is_open, parse_window, window_state
 from convoy_batch.timefmt import zone
+from tests.scenario import CLUSTER, FAILURE_POLICY, Scenario
 from tests.test_models import release_data
 
 WHERE = "releases/web.yaml: spec.syncWindows[0]"
@@ -139,3 +140,112 @@ def test_windows_are_read_from_a_release_and_left_out_of_its_dump_when_unset() -
         .kind
         == "deny"
     )
+
+
+# --- through the CLI, on the directory cluster --------------------------------------------
+
+FREEZE = (
+    "  interval: 24h\n"  # only the window's opening makes it due between these ticks
+    "  syncWindows: [{name: freeze, kind: deny, schedule: '0 13 * * *', duration: 2h}]\n"
+)
+"""A deny from 13:00 to 15:00 UTC every day (the scenario's clock starts at 12:00)."""
+
+
+def image(s: Scenario, name: str = "web") -> str:
+    spec = s.live(name, "deployment.apps", name)["spec"]["template"]["spec"]
+    return str(spec["containers"][0]["image"])
+
+
+def test_a_closed_window_holds_a_new_render_until_it_opens(scenario: Scenario) -> None:
+    s = scenario
+    s.app("web", spec_extra=FAILURE_POLICY + FREEZE)
+    assert s.reconcile(minutes=0).code == 0  # 12:00, open: 1.0 rolls out
+    s.deployment_ready("web")
+    s.reconcile(minutes=1)
+    s.app("web", image="2.0", spec_extra=FAILURE_POLICY + FREEZE)
+
+    held = s.reconcile(minutes=70)  # 13:10, inside the freeze
+
+    assert held.code == 0, held.err
+    attempt = s.status()["lastAttempted"]
+    assert attempt["reason"] == "WaitingForSyncWindow"
+    assert attempt["message"] == "sync window closed (freeze); opens at 2026-11-29T15:00:00Z"
+    assert image(s) == "example/web:1.0"
+    head = s.head()
+    for minutes in (100, 110):  # still closed, ticks with nothing new: no commit
+        assert s.reconcile(minutes=minutes).code == 0
+    assert s.head() == head
+
+    opened = s.reconcile(minutes=180)  # 15:00: due because the window opened
+
+    assert opened.code == 0, opened.err
+    assert image(s) == "example/web:2.0"
+    assert s.status()["lastAttempted"]["reason"] == "Synced"
+
+
+def test_a_release_in_sync_changes_no_status_when_a_window_closes(scenario: Scenario) -> None:
+    s = scenario
+    s.app("web", spec_extra=FAILURE_POLICY + FREEZE)
+    s.reconcile(minutes=0)
+    s.deployment_ready("web")
+    s.reconcile(minutes=1)
+    head = s.head()
+
+    result = s.reconcile("web", minutes=70)  # inside the freeze, nothing new
+
+    assert result.code == 0 and s.head() == head
+
+
+@pytest.mark.parametrize(("manual", "passes"), [(True, True), (False, False)])
+def test_a_forced_sync_passes_only_windows_that_allow_a_manual_sync(
+    scenario: Scenario, manual: bool, passes: bool
+) -> None:
+    s = scenario
+    spec = FREEZE.replace("duration: 2h}", f"duration: 2h, manualSync: {str(manual).lower()}}}")
+    s.app("web", spec_extra=FAILURE_POLICY + spec)
+    s.reconcile(minutes=0)
+    s.app("web", image="2.0", spec_extra=FAILURE_POLICY + spec)
+
+    forced = s.reconcile("web", minutes=70, extra=("--force",))
+
+    assert forced.code == 0, forced.err
+    assert (image(s) == "example/web:2.0") == passes
+
+
+def test_a_window_that_does_not_parse_fails_closed_for_its_releases_only(
+    scenario: Scenario,
+) -> None:
+    s = scenario
+    bad = "  syncWindows: [{kind: deny, schedule: 'at noon', duration: 2h}]\n"
+    s.app("web", spec_extra=FAILURE_POLICY + bad)
+    s.app("api")
+
+    result = s.reconcile(minutes=0)
+
+    assert result.code == 1
+    assert result.err.splitlines() == [
+        "web: InvalidSyncWindow: releases/web.yaml: spec.syncWindows[0].schedule: 'at noon' "
+        "is not a 5-field cron schedule"
+    ]
+    assert not s.object_path("web", "deployment.apps", "web").exists()  # nothing applied
+    assert s.object_path("api", "deployment.apps", "api").exists()
+
+
+def test_a_cluster_s_windows_cover_each_of_its_releases(scenario: Scenario) -> None:
+    s = scenario
+    cluster = CLUSTER + (
+        "  syncWindows: [{kind: allow, schedule: '0 2 * * *', duration: 2h,"
+        " timeZone: Europe/Berlin}]\n"
+    )
+    s.commit({"clusters/staging.yaml": cluster})
+    s.app("web")
+
+    result = s.reconcile(minutes=0)  # 12:00 UTC: outside 02:00-04:00 in Berlin
+
+    assert result.code == 0, result.err
+    assert s.status()["lastAttempted"]["message"] == (
+        "sync window closed (allow '0 2 * * *'); opens at 2026-11-30T01:00:00Z"
+    )
+    assert not s.object_path("web", "deployment.apps", "web").exists()
+    assert s.reconcile(minutes=13 * 60 + 5).code == 0  # 01:05 UTC, 02:05 in Berlin: open
+    assert s.object_path("web", "deployment.apps", "web").exists()

@@ -32,6 +32,8 @@ class DueReason(StrEnum):
     FORCED_SYNC = "forced sync"
     RELEASE_CHANGED = "release changed"
     SOURCE_CHANGED = "source changed"
+    WINDOW_OPENED = "sync window opened"
+    """A render a closed sync window held, now that the window is open."""
     INVALID_RELEASE = "invalid release file"
     """Always due: the reconcile reports the error."""
     INVALID_FORCE_SYNC = "invalid force-sync annotation"
@@ -59,9 +61,11 @@ def due_reasons(
     force_pending: bool,
     full_resync: bool,
     now: datetime,
+    window_opened: bool = False,
 ) -> Sequence[DueReason]:
     """Why the Release is due now (empty: not due). Items 1-4 of SPEC 13; item 2 only
-    when ``health`` (this tick's observation) is given."""
+    when ``health`` (this tick's observation) is given. ``window_opened``: a closed sync
+    window held its render and is open now."""
     reasons: list[DueReason] = []
     interval = release.spec.interval
     last = memory.last_reconcile_at
@@ -85,6 +89,8 @@ def due_reasons(
             reasons.append(DueReason.DEADLINE_PASSED)
     if force_pending:
         reasons.append(DueReason.FORCED_SYNC)
+    if window_opened:
+        reasons.append(DueReason.WINDOW_OPENED)
     if memory.release_blob is not None and release_blob != memory.release_blob:
         reasons.append(DueReason.RELEASE_CHANGED)
     if memory.source_revision is not None and source_revision != memory.source_revision:

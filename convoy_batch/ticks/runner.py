@@ -23,24 +23,28 @@ from convoy_batch.engine.retire import (
     remember_head,
     retire_removed,
 )
+from convoy_batch.engine.stages.gates import windows_of
 from convoy_batch.engine.stages.outcome import failed
 from convoy_batch.engine.stages.render import resolve_cluster, stage_render
 from convoy_batch.engine.tick import DeployerFactory, Tick, make_deployer
 from convoy_batch.errors import (
     ConvoyError,
     InvalidRelease,
+    InvalidSyncWindow,
     StateFailed,
     UsageError,
 )
 from convoy_batch.health.cel import rules_for
 from convoy_batch.health.observer import observe
-from convoy_batch.models import Cluster, ReleaseInventory, ReleaseStatus, RolloutState
+from convoy_batch.models import Cluster, Release, ReleaseInventory, ReleaseStatus, RolloutState
 from convoy_batch.notify import Notifier, ReleaseFacts, TickFacts
+from convoy_batch.reasons import Reason
 from convoy_batch.reconcile import handle_release, pending_force_sync, source_revision
 from convoy_batch.repo.clone import Clone, remote_url, tick_clone
 from convoy_batch.repo.clone import finish as finish_clone
 from convoy_batch.repo.gitops import ReleaseEntry
 from convoy_batch.rollout.due import DueReason, due_reasons, health_snapshot
+from convoy_batch.rollout.windows import window_state
 from convoy_batch.state.files import os_problem
 from convoy_batch.state.locks import LockBusy
 
@@ -132,7 +136,23 @@ def is_due(
         force_pending=force,
         full_resync=full,
         now=tick.now,
+        window_opened=window_opened(tick, release, status),
     )
+
+
+def window_opened(tick: Tick, release: Release, status: ReleaseStatus) -> bool:
+    """A closed sync window held the Release's render and is open now (a window that
+    does not parse: due, so that its reconcile reports it)."""
+    attempt = status.last_attempted
+    if attempt is None or attempt.reason != Reason.WAITING_FOR_SYNC_WINDOW:
+        return False
+    cluster = tick.snapshot.clusters.get(release.spec.cluster)
+    if cluster is None:
+        return True
+    try:
+        return window_state(windows_of(release, cluster), tick.now).open
+    except InvalidSyncWindow:
+        return True
 
 
 def progressing(tick: Tick, entry: ReleaseEntry) -> bool:

@@ -54,6 +54,8 @@ KEYS: Mapping[DueReason, Callable[[_Seen], str | None]] = {
     # Keyed by the remembered revision: it changes once the new source is reconciled.
     DueReason.SOURCE_CHANGED: lambda seen: f"source:{seen.memo.source_revision}",
     DueReason.FORCED_SYNC: lambda seen: f"forced sync:{seen.memo.last_reconcile_at}",
+    # Keyed by the reconcile that found the window closed: it changes once reconciled.
+    DueReason.WINDOW_OPENED: lambda seen: f"window:{seen.memo.last_reconcile_at}",
 }
 """One key per wake-up cause: the same cause keeps the same key until reconciled."""
 

@@ -1,15 +1,21 @@
-"""``stage_gates`` (SPEC 6.2): the manual sync gate, then the cluster wave gate.
+"""``stage_gates`` (SPEC 6.2): the manual sync gate, the sync window gate, then the
+cluster wave gate.
 
 A gate that stops the reconcile is a value (a ``GateDecision`` that stops: reason and
 message), not an exception.
 Reads only the tick's snapshot and statuses; no I/O of its own.
 """
 
+from datetime import datetime
+
 from convoy_batch.engine.tick import Tick
+from convoy_batch.errors import InvalidSyncWindow
 from convoy_batch.models import Cluster, Release, ReleaseStatus, SyncMode
 from convoy_batch.reasons import Reason
 from convoy_batch.renderers.pipeline import Render
 from convoy_batch.rollout import GateDecision, GateKind
+from convoy_batch.rollout.windows import Window, parse_window, window_state
+from convoy_batch.timefmt import zone
 
 
 def manual_gate(
@@ -31,6 +37,51 @@ def manual_gate(
     return _stop(
         Reason.WAITING_FOR_MANUAL_SYNC, "syncPolicy.mode is Manual: waiting for a forced sync"
     )
+
+
+def windows_of(release: Release, cluster: Cluster) -> list[Window]:
+    """The sync windows of the Release and its Cluster, read; InvalidSyncWindow (one line
+    naming the file and field) when one does not parse."""
+    found = [
+        (f"clusters/{cluster.name}.yaml: spec.syncWindows[{i}]", raw)
+        for i, raw in enumerate(cluster.spec.sync_windows)
+    ]
+    found += [
+        (f"releases/{release.name}.yaml: spec.syncWindows[{i}]", raw)
+        for i, raw in enumerate(release.spec.sync_windows)
+    ]
+    try:
+        return [parse_window(raw, where, zone) for where, raw in found]
+    except ValueError as exc:
+        raise InvalidSyncWindow(str(exc)) from None
+
+
+def window_gate(
+    release: Release,
+    cluster: Cluster,
+    status: ReleaseStatus,
+    render: Render,
+    force_pending: bool,
+    now: datetime,
+) -> GateDecision | None:
+    """A closed sync window holds the render (it stays pending: the Release is due when
+    the window opens). A Release whose last attempt synced this render is in sync: the
+    outcome it had, so its status does not change while the window is closed. A forced
+    sync passes when every window that keeps it closed allows a manual sync."""
+    state = window_state(windows_of(release, cluster), now)
+    if state.open:
+        return None
+    if force_pending and all(w.manual_sync for w in state.closing):
+        return None
+    attempt = status.last_attempted
+    if (
+        attempt is not None
+        and attempt.applied
+        and attempt.reason == Reason.SYNCED
+        and attempt.render_ref == render.ref
+    ):
+        return _stop(Reason.SYNCED, attempt.message, applied=True)
+    return _stop(Reason.WAITING_FOR_SYNC_WINDOW, state.message())
 
 
 def cluster_wave_gate(
@@ -66,6 +117,8 @@ def stage_gates(
     tick: Tick, release: Release, cluster: Cluster, render: Render, force_pending: bool
 ) -> GateDecision | None:
     status = tick.status(release.name)
-    return manual_gate(release, force_pending, status, render) or cluster_wave_gate(
-        tick, release, cluster, render
+    return (
+        manual_gate(release, force_pending, status, render)
+        or window_gate(release, cluster, status, render, force_pending, tick.now)
+        or cluster_wave_gate(tick, release, cluster, render)
     )
