@@ -394,6 +394,20 @@ def test_the_wakeup_sensor_fires_once_when_a_deadline_passed(example: Example) -
     assert woken(again) == []
 
 
+def test_the_wakeup_sensor_fires_once_when_a_sync_window_opens(example: Example) -> None:
+    freeze = "  syncWindows: [{kind: deny, schedule: '0 12 * * *', duration: 30m}]\n"
+    commit_files(example.repo, {"releases/web.yaml": release_yaml("web", spec_extra=freeze)})
+    example.tick(T0)  # 12:00: the freeze holds web's first render
+    closed = example.wakeup(T0 + timedelta(minutes=10), None)
+
+    opened = example.wakeup(T0 + timedelta(minutes=30), closed.cursor)
+    again = example.wakeup(T0 + timedelta(minutes=31), opened.cursor)
+
+    assert "web" not in woken(closed)  # (the others wake by their own causes)
+    assert "web" in woken(opened)
+    assert "web" not in woken(again)
+
+
 def test_the_wakeup_sensor_fires_when_a_source_changes(example: Example) -> None:
     cursor = settled(example)
     commit_files(example.repo, {"apps/api/deployment.yaml": DEPLOYMENT.replace("IMAGE", "2.0")})
