@@ -13,6 +13,7 @@ Does I/O through the tick's stores and deployers.
 """
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -44,6 +45,7 @@ from convoy_batch.models import (
     Release,
     ReleaseInventory,
     ReleaseStatus,
+    RolloutState,
     TickRecord,
 )
 from convoy_batch.reasons import Reason
@@ -61,6 +63,7 @@ from convoy_batch.rollout import (
 )
 from convoy_batch.rollout.due import health_snapshot
 from convoy_batch.rollout.step import Step
+from convoy_batch.rollout.windows import Window, window_state
 from convoy_batch.state.intents import Intent
 from convoy_batch.timefmt import parse_time
 
@@ -128,8 +131,9 @@ def decide(
     plan = _plan(tick, release, status, render.ref, inventory)
     try:
         deployer = tick.deployer(rendered.cluster)
-        windows_of(release, rendered.cluster)  # a window that does not parse: nothing applies
+        windows = windows_of(release, rendered.cluster)  # one that does not parse: no apply
         if plan.action == Action.APPLY_LAST_HEALTHY:
+            plan = _inside_window(plan, status, windows, tick.now)
             cause = plan.rollout.message if plan.rollout is not None else ""
             rollback = RollBack(plan.rollout, rid, f"holding last healthy render: {cause}")
             return Decision(
@@ -158,6 +162,22 @@ def decide(
         return Decision(expected, plan, render, deployer, persist=True, then=sync.then)
     except ConvoyError as exc:
         return Decision(failed(exc, rollout=plan.rollout, render=rid), plan, render)
+
+
+def _inside_window(
+    plan: Plan, status: ReleaseStatus, windows: Sequence[Window], now: datetime
+) -> Plan:
+    """A rollback is not held by a closed sync window (it restores what ran before); the
+    rollout it starts says it ran inside one (its message, which later holds repeat)."""
+    before, after = status.rollout, plan.rollout
+    rolled = RolloutState.ROLLED_BACK
+    if after is None or after.state != rolled or (before is not None and before.state == rolled):
+        return plan
+    closed = window_state(windows, now)
+    if closed.open:
+        return plan
+    message = f"{after.message}; rolled back inside the sync window ({closed.labels()})"
+    return replace(plan, rollout=after.model_copy(update={"message": message}))
 
 
 def act(

@@ -249,3 +249,48 @@ def test_a_cluster_s_windows_cover_each_of_its_releases(scenario: Scenario) -> N
     assert not s.object_path("web", "deployment.apps", "web").exists()
     assert s.reconcile(minutes=13 * 60 + 5).code == 0  # 01:05 UTC, 02:05 in Berlin: open
     assert s.object_path("web", "deployment.apps", "web").exists()
+
+
+def test_a_rollback_is_not_held_by_a_window_and_says_it_ran_inside(scenario: Scenario) -> None:
+    s = scenario
+    s.app("web", spec_extra=FAILURE_POLICY + FREEZE)
+    s.reconcile(minutes=0)
+    s.deployment_ready("web")
+    s.reconcile(minutes=1)
+    s.app("web", image="2.0", spec_extra=FAILURE_POLICY + FREEZE)
+    s.reconcile(minutes=5)  # open: 2.0 is applied
+    assert image(s) == "example/web:2.0"
+    s.deployment_failed("web")
+
+    result = s.reconcile("web", minutes=70)  # inside the freeze: 2.0 failed
+
+    assert result.code == 0, result.err
+    assert image(s) == "example/web:1.0"
+    status = s.status()
+    assert status["rollout"]["state"] == "RolledBack"
+    assert status["lastAttempted"]["message"].endswith(
+        "; rolled back inside the sync window (freeze)"
+    )
+    head = s.head()
+    assert s.reconcile("web", minutes=75).code == 0 and s.head() == head  # held, quiet
+
+
+def test_daylight_saving_time_through_the_cli(scenario: Scenario) -> None:
+    # Berlin, 2026-10-25: 02:30 happens twice. An allow window of 30 minutes at 02:30
+    # opens once, at the first (00:30 UTC); the second 02:30 (01:30 UTC) is closed.
+    s = scenario
+    night = (
+        "  syncWindows: [{name: night, kind: allow, schedule: '30 2 * * *', duration: 30m,"
+        " timeZone: Europe/Berlin}]\n"
+    )
+    s.app("web", spec_extra=night)
+
+    second = s.cli("reconcile", "--now", "2026-10-25T01:45:00Z")
+    assert second.code == 0, second.err
+    assert s.status()["lastAttempted"]["message"] == (
+        "sync window closed (night); opens at 2026-10-26T01:30:00Z"
+    )
+    first = s.cli("reconcile", "--now", "2026-10-26T01:40:00Z")  # 02:40 CET: open
+
+    assert first.code == 0, first.err
+    assert image(s) == "example/web:1.0"

@@ -108,11 +108,14 @@ class WindowState:
     next_open: datetime | None = None
     """When it opens next (closed only; None: not within the horizon)."""
 
+    def labels(self) -> str:
+        """The windows that keep it closed, as messages name them."""
+        return ", ".join(w.label for w in self.closing)
+
     def message(self) -> str:
         """One line: the windows that keep it closed and when it opens."""
-        names = ", ".join(w.label for w in self.closing)
         when = format_time(self.next_open) if self.next_open else "not within the horizon"
-        return f"sync window closed ({names}); opens at {when}"
+        return f"sync window closed ({self.labels()}); opens at {when}"
 
 
 def is_open(windows: Sequence[Window], now: datetime) -> tuple[bool, tuple[Window, ...]]:
