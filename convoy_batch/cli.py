@@ -73,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     o.add_argument("--now", type=parse_time, default=None, help=NOW_HELP)
     s = _command(sub, "status", "one line per Release")
     s.add_argument("name", nargs="?", default=None, help="this Release only")
+    s.add_argument("--now", type=parse_time, default=None, help=NOW_HELP)
     pl = _command(sub, "plan", "what the next tick would do; changes nothing")
     pl.add_argument("name", help="the Release")
     pl.add_argument("--now", type=parse_time, default=None, help=NOW_HELP)

@@ -3,6 +3,7 @@ CD's rules over several, the next opening, what does not parse, and daylight sav
 in a real zone, pinned (a start in the skipped hour moves to its end; a repeated hour
 starts one slot, not two)."""
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -294,3 +295,25 @@ def test_daylight_saving_time_through_the_cli(scenario: Scenario) -> None:
 
     assert first.code == 0, first.err
     assert image(s) == "example/web:1.0"
+
+
+def test_plan_and_status_show_the_windows_in_force(scenario: Scenario) -> None:
+    s = scenario
+    s.app("web", spec_extra=FAILURE_POLICY + FREEZE)
+    s.app("api")
+    s.reconcile(minutes=0)
+    s.app("web", image="2.0", spec_extra=FAILURE_POLICY + FREEZE)
+
+    open_plan = s.cli("plan", "web", "--now", "2026-11-29T12:30:00Z")
+    closed_plan = s.cli("plan", "web", "--now", "2026-11-29T13:30:00Z")
+    s.reconcile(minutes=90)
+    status = s.cli("status", "--output", "json", "--now", "2026-11-29T13:30:00Z")
+
+    assert open_plan.out.rstrip().endswith("; sync windows freeze (deny): open")
+    assert closed_plan.out.rstrip().endswith(
+        "stopped by WaitingForSyncWindow: sync window closed (freeze); opens at "
+        "2026-11-29T15:00:00Z"
+    )
+    rows = {row["name"]: row for row in json.loads(status.out)}
+    assert rows["web"]["syncWindows"].startswith("sync window closed (freeze); opens at")
+    assert rows["api"]["syncWindows"] is None

@@ -16,6 +16,7 @@ from convoy_batch.engine.retire import (
     gone_names,
     planned_message,
 )
+from convoy_batch.engine.stages.gates import window_note
 from convoy_batch.engine.stages.render import resolve_cluster
 from convoy_batch.engine.tick import Tick
 from convoy_batch.errors import ConvoyError
@@ -76,12 +77,23 @@ def status_rows(
     commits = last_status_commits(tick.repo.repo, [e.name for e in entries] + gone)
     rows = [status_row(e.name, tick.status(e.name), e.error, commits.get(e.name)) for e in entries]
     rows += [status_row(n, tick.status(n), None, commits.get(n)) for n in gone]
+    notes = {e.name: _windows(tick, e) for e in entries}
+    for row in rows:
+        row["syncWindows"] = notes.get(row["name"])
     lines = [
         f"{r['name']:<24} {r['state'] or '-':<12} {r['reason'] or 'never reconciled':<22} "
         f"render={short_ref(r['renderRef'])} since={r['since'] or '-'}"
+        + (f" ({r['syncWindows']})" if r["syncWindows"] else "")
         for r in rows
     ]
     return rows, lines
+
+
+def _windows(tick: Tick, entry: ReleaseEntry) -> str | None:
+    """The sync windows in force for a Release (None: none, or no Cluster to read)."""
+    release = entry.release
+    cluster = tick.snapshot.clusters.get(release.spec.cluster) if release else None
+    return window_note(release, cluster, tick.now) if release and cluster else None
 
 
 def _gate(outcome: Outcome) -> Outcome | None:
@@ -126,6 +138,7 @@ def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
     after = state_name(rollout)
     reason = str(rollout.reason) if rollout else ""
     gate = _gate(outcome)
+    windows = window_note(release, resolve_cluster(tick, release), tick.now)
     # The render this reconcile sends: the outcome's (a rollback's is the last healthy one).
     applies = outcome.render.ref if outcome.render is not None else ref
     row = {
@@ -143,6 +156,7 @@ def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
         "gate": gate.reason.value if gate else None,
         "outcome": outcome.reason.value,
         "message": outcome.message,
+        "syncWindows": windows,
     }
     line = f"{name}: {plan.action.value} {before} -> {after}"
     line += f" ({reason})" if reason else ""
@@ -154,6 +168,8 @@ def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
         line += f"; stopped by {gate.reason}: {gate.message}"
     else:
         line += f"; outcome {outcome.reason}: {outcome.message}"
+    if windows is not None and (gate is None or gate.reason != Reason.WAITING_FOR_SYNC_WINDOW):
+        line += f"; {windows}"
     return row, line
 
 

@@ -56,6 +56,20 @@ def windows_of(release: Release, cluster: Cluster) -> list[Window]:
         raise InvalidSyncWindow(str(exc)) from None
 
 
+def window_note(release: Release, cluster: Cluster, now: datetime) -> str | None:
+    """The sync windows in force for ``plan`` and ``status``: each window and whether the
+    Release may sync now, else when it opens (None: no window)."""
+    try:
+        windows = windows_of(release, cluster)
+    except InvalidSyncWindow as exc:
+        return str(exc)
+    if not windows:
+        return None
+    state = window_state(windows, now)
+    names = ", ".join(f"{w.label} ({w.kind})" if w.name else w.label for w in windows)
+    return f"sync windows {names}: open" if state.open else state.message()
+
+
 def window_gate(
     release: Release,
     cluster: Cluster,
