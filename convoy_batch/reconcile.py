@@ -159,6 +159,10 @@ def decide(
         if not isinstance(sync.then, RollBack) and (rule := unknown_health(inventory)):
             # A health rule that fails holds R back unseen: the status says which one.
             expected = replace(expected, message=f"{expected.message}; {rule}")
+        closed = window_state(windows, tick.now)
+        if not closed.open:  # passed by a forced sync (the gate let it through)
+            forced = f"forced past the sync window ({closed.labels()})"
+            expected = replace(expected, message=f"{expected.message}; {forced}".lstrip("; "))
         return Decision(expected, plan, render, deployer, persist=True, then=sync.then)
     except ConvoyError as exc:
         return Decision(failed(exc, rollout=plan.rollout, render=rid), plan, render)

@@ -211,6 +211,11 @@ def test_a_forced_sync_passes_only_windows_that_allow_a_manual_sync(
 
     assert forced.code == 0, forced.err
     assert (image(s) == "example/web:2.0") == passes
+    message = s.status()["lastAttempted"]["message"]
+    if passes:
+        assert message.endswith("forced past the sync window (freeze)"), message
+    else:
+        assert message.startswith("sync window closed (freeze)"), message
 
 
 def test_a_window_that_does_not_parse_fails_closed_for_its_releases_only(
