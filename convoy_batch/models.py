@@ -268,6 +268,22 @@ class SyncWindow(Model):
 SyncWindows = tuple[SyncWindow, ...]
 
 
+def _dependency(value: Any) -> Any:
+    """``dependsOn`` takes a name or ``{name, acceptedStates}``."""
+    return {"name": value} if isinstance(value, str) else value
+
+
+class Dependency(Model):
+    """A Release that must be ready before this one's new render is applied."""
+
+    name: Name
+    accepted_states: tuple[Literal["Succeeded", "RolledBack"], ...] = ("Succeeded",)
+    """The dependency's rollout states, at its current render, that count as ready."""
+
+
+DependsOn = tuple[Annotated[Dependency, BeforeValidator(_dependency)], ...]
+
+
 class ReleaseSpec(Model):
     cluster: Name
     namespace: Name = "default"
@@ -285,11 +301,14 @@ class ReleaseSpec(Model):
     :attr:`deletes`)."""
     sync_windows: SyncWindows = ()
     """This Release's sync windows, with its Cluster's."""
+    depends_on: DependsOn = ()
+    """Releases of the repository (any Cluster) ready before a new render is applied."""
 
     @model_serializer(mode="wrap")
     def _checks_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = _unsaid_when_empty(handler(self), "healthChecks")
         data = _unsaid_when_empty(data, "syncWindows")
+        data = _unsaid_when_empty(data, "dependsOn")
         return _unsaid_when_empty(data, "deletionPolicy")
 
     @property

@@ -21,6 +21,8 @@ class Reason(StrEnum):
     """Also the rollout reason of a wave timeout (SPEC 7)."""
     WAITING_FOR_SYNC_WINDOW = "WaitingForSyncWindow"
     """A closed sync window holds the Release's render (README, "Sync windows")."""
+    WAITING_FOR_DEPENDENCY = "WaitingForDependency"
+    """A dependency (``dependsOn``) is not ready: the Release's new render waits."""
     DELETION_BLOCKED = "DeletionBlocked"
     """A removed Release held by the mass-deletion guard (README, "Deleting a Release")."""
     DELETED = "Deleted"
@@ -85,6 +87,7 @@ GATE_REASONS: frozenset[Reason] = frozenset(
         Reason.WAITING_FOR_WAVE_HEALTH,
         Reason.WAVE_TIMEOUT,
         Reason.WAITING_FOR_SYNC_WINDOW,
+        Reason.WAITING_FOR_DEPENDENCY,
     }
 )
 """Outcome reasons of a gate that stopped or held the sync (SPEC 6.2, 7)."""

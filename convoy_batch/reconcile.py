@@ -284,7 +284,11 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
         outcome = failed(
             exc, rollout=outcome.rollout, render=outcome.render, applied=outcome.applied
         )
-    handled = sync_handler(tick, release.name, release, outcome, new_inventory, force_at)
+    # A forced sync a dependency refused is not handled: it must be asked again.
+    refused = outcome.reason == Reason.WAITING_FOR_DEPENDENCY
+    handled = sync_handler(
+        tick, release.name, release, outcome, new_inventory, None if refused else force_at
+    )
     rendered = tick.rendered.get(release.name)
     tick.stores.ticks.save(
         release.name,

@@ -36,6 +36,7 @@ from convoy_batch.models import (
 from convoy_batch.reasons import Reason
 from convoy_batch.repo.gitops import RELEASES_DIR, LastVersion, load_objects
 from convoy_batch.rollout import Outcome
+from convoy_batch.rollout.depends import in_order
 from convoy_batch.rollout.retire import (
     ALLOW_DELETE_TRAILER,
     Allowed,
@@ -187,7 +188,13 @@ def decide_retirements(tick: Tick, options: RetireOptions = RetireOptions()) -> 
             removed_in,
             namespace=created.get(g.name),
         )
-    chosen = [decided[name] for name in gone]
+    # Dependents' objects go before their dependencies' (dependsOn, as last committed).
+    graph = {
+        n: [d.name for d in v.release.spec.depends_on]
+        for n, v in versions.items()
+        if v is not None and v.release is not None
+    }
+    chosen = [decided[name] for name in reversed(in_order(gone, graph))]
     if options.names:
         chosen = [d for d in chosen if d.name in options.names]
     return chosen

@@ -5,7 +5,7 @@ A broken file never stops the others: each Release file gives a :class:`ReleaseE
 holding either the Release or a one-line error naming the file and the field.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
@@ -16,6 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 from convoy_batch.errors import UsageError, one_line
 from convoy_batch.manifests.yamlload import load_documents
 from convoy_batch.models import Cluster, Model, Name, Release, parse_model
+from convoy_batch.rollout.depends import refused
 from convoy_batch.state.caches import ParseCache
 
 RELEASES_DIR = "releases"
@@ -141,6 +142,7 @@ class GitOpsRepo:
                 f"{self.path}: commit {commit.hexsha[:12]} cannot be read: {one_line(str(exc))}"
             ) from None
         branch = None if head.is_detached else head.reference.name
+        releases = _dependencies_checked(releases)
         return GitOpsSnapshot(commit.hexsha, branch, releases, clusters, cluster_errors)
 
     def last_version(self, name: str, head: str | None = None) -> "LastVersion | None":
@@ -206,6 +208,26 @@ class LastVersion:
     release: Release | None
     error: str | None
     """Why that version does not parse (one line), else None."""
+
+
+def _dependencies_checked(releases: dict[str, ReleaseEntry]) -> dict[str, ReleaseEntry]:
+    """The entries, those whose ``dependsOn`` is refused (a name that is no Release,
+    itself, a cycle) made invalid with a line naming the file and field."""
+    graph = {
+        name: [d.name for d in e.release.spec.depends_on]
+        for name, e in releases.items()
+        if e.release is not None and e.release.spec.depends_on
+    }
+    if not graph:
+        return releases
+    problems = refused(graph, releases.keys())
+    if not problems:
+        return releases
+    checked = dict(releases)
+    for name, problem in problems.items():
+        entry = releases[name]
+        checked[name] = replace(entry, release=None, error=f"{entry.path}: {problem}")
+    return checked
 
 
 def load_objects(

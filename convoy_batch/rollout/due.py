@@ -34,6 +34,8 @@ class DueReason(StrEnum):
     SOURCE_CHANGED = "source changed"
     WINDOW_OPENED = "sync window opened"
     """A render a closed sync window held, now that the window is open."""
+    DEPENDENCY_CHANGED = "dependency changed"
+    """A render that waits for a dependency whose status changed since."""
     INVALID_RELEASE = "invalid release file"
     """Always due: the reconcile reports the error."""
     INVALID_FORCE_SYNC = "invalid force-sync annotation"
@@ -62,6 +64,7 @@ def due_reasons(
     full_resync: bool,
     now: datetime,
     window_opened: bool = False,
+    dependency_changed: bool = False,
 ) -> Sequence[DueReason]:
     """Why the Release is due now (empty: not due). Items 1-4 of SPEC 13; item 2 only
     when ``health`` (this tick's observation) is given. ``window_opened``: a closed sync
@@ -91,6 +94,8 @@ def due_reasons(
         reasons.append(DueReason.FORCED_SYNC)
     if window_opened:
         reasons.append(DueReason.WINDOW_OPENED)
+    if dependency_changed:
+        reasons.append(DueReason.DEPENDENCY_CHANGED)
     if memory.release_blob is not None and release_blob != memory.release_blob:
         reasons.append(DueReason.RELEASE_CHANGED)
     if memory.source_revision is not None and source_revision != memory.source_revision:

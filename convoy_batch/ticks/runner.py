@@ -43,7 +43,9 @@ from convoy_batch.reconcile import handle_release, pending_force_sync, source_re
 from convoy_batch.repo.clone import Clone, remote_url, tick_clone
 from convoy_batch.repo.clone import finish as finish_clone
 from convoy_batch.repo.gitops import ReleaseEntry
+from convoy_batch.rollout.depends import depth, in_order
 from convoy_batch.rollout.due import DueReason, due_reasons, health_snapshot
+from convoy_batch.rollout.status import written_at
 from convoy_batch.rollout.windows import window_state
 from convoy_batch.state.files import os_problem
 from convoy_batch.state.locks import LockBusy
@@ -137,7 +139,31 @@ def is_due(
         full_resync=full,
         now=tick.now,
         window_opened=window_opened(tick, release, status),
+        dependency_changed=dependency_changed(tick, release, status),
     )
+
+
+def dependency_changed(tick: Tick, release: Release, status: ReleaseStatus) -> bool:
+    """The Release's render waits for a dependency whose status was written since the
+    Release was last reconciled."""
+    attempt = status.last_attempted
+    if attempt is None or attempt.reason != Reason.WAITING_FOR_DEPENDENCY:
+        return False
+    last = tick.stores.ticks.load(release.name).last_reconcile_at
+    for dependency in release.spec.depends_on:
+        written = written_at(tick.status(dependency.name))
+        if last is None or (written is not None and written > last):
+            return True
+    return False
+
+
+def dependency_graph(tick: Tick) -> dict[str, list[str]]:
+    """Each valid Release's dependencies (only those that have some)."""
+    return {
+        name: [d.name for d in entry.release.spec.depends_on]
+        for name, entry in tick.snapshot.releases.items()
+        if entry.release is not None and entry.release.spec.depends_on
+    }
 
 
 def window_opened(tick: Tick, release: Release, status: ReleaseStatus) -> bool:
@@ -258,7 +284,33 @@ def due_entries(
             if options.observe_first and inventory is None:
                 observe_release(tick, entry, save=False)
         due.append(entry)
-    return due
+    return _with_dependents(tick, entries, due, options, report)
+
+
+def _with_dependents(
+    tick: Tick,
+    entries: Sequence[ReleaseEntry],
+    due: list[ReleaseEntry],
+    options: TickOptions,
+    report: TickReport,
+) -> list[ReleaseEntry]:
+    """``due`` and the Releases waiting for a dependency that is due in this tick (it may
+    become ready in it: they go after it, in the same tick), in the entries' order."""
+    graph = dependency_graph(tick)
+    if not graph or options.names:
+        return due
+    chosen = {e.name for e in due}
+    by_name = {e.name: e for e in entries}
+    for name in in_order(list(by_name), graph):
+        if name in chosen or not any(d in chosen for d in graph.get(name, ())):
+            continue
+        attempt = tick.status(name).last_attempted
+        if attempt is not None and attempt.reason == Reason.WAITING_FOR_DEPENDENCY:
+            chosen.add(name)
+            report.skipped.pop(name, None)
+            if options.observe_first:
+                observe_release(tick, by_name[name], save=False)
+    return [e for e in entries if e.name in chosen]
 
 
 def _reconcile_due(
@@ -267,18 +319,27 @@ def _reconcile_due(
     """Reconcile, each under its lock, the named Releases or the due ones."""
     due = due_entries(tick, entries, options, report)
     results: dict[str, Handled | str] = {}
+    graph = dependency_graph(tick)
     for group in by_cluster_wave(tick, due):
-        # The cluster wave gate reads only lower waves, which are done by then.
+        # The cluster wave gate reads only lower waves, which are done by then; a
+        # dependency goes before its dependents (they read the status it gives).
+        by_name = {e.name: e for e in group}
+        group = [by_name[n] for n in in_order(list(by_name), graph)]
         remote = [e for e in group if _on_kubernetes(tick, e)]
         for entry in group:
             if entry not in remote:
                 results[entry.name] = _handle_locked(tick, entry)
         _render_in_order(tick, remote)
+        layers = depth([e.name for e in remote], graph)
         with ThreadPoolExecutor(PARALLEL_RELEASES, thread_name_prefix="convoy") as pool:
-            for entry, result in zip(
-                remote, pool.map(partial(_handle_locked, tick), remote), strict=True
-            ):
-                results[entry.name] = result
+            for layer in sorted(set(layers.values())):
+                side_by_side = [e for e in remote if layers[e.name] == layer]
+                for entry, result in zip(
+                    side_by_side,
+                    pool.map(partial(_handle_locked, tick), side_by_side),
+                    strict=True,
+                ):
+                    results[entry.name] = result
     for entry in due:  # reported in the repository's order, whatever finished first
         result = results[entry.name]
         if isinstance(result, str):

@@ -1,5 +1,5 @@
-"""``stage_gates`` (SPEC 6.2): the manual sync gate, the sync window gate, then the
-cluster wave gate.
+"""``stage_gates`` (SPEC 6.2): the manual sync gate, the dependency gate, the sync
+window gate, then the cluster wave gate.
 
 A gate that stops the reconcile is a value (a ``GateDecision`` that stops: reason and
 message), not an exception.
@@ -8,12 +8,14 @@ Reads only the tick's snapshot and statuses; no I/O of its own.
 
 from datetime import datetime
 
+from convoy_batch.engine.stages.render import stage_render
 from convoy_batch.engine.tick import Tick
-from convoy_batch.errors import InvalidSyncWindow
+from convoy_batch.errors import ConvoyError, InvalidSyncWindow
 from convoy_batch.models import Cluster, Release, ReleaseStatus, SyncMode
 from convoy_batch.reasons import Reason
 from convoy_batch.renderers.pipeline import Render
 from convoy_batch.rollout import GateDecision, GateKind
+from convoy_batch.rollout.depends import missing
 from convoy_batch.rollout.windows import Window, parse_window, window_state
 from convoy_batch.timefmt import zone
 
@@ -36,6 +38,46 @@ def manual_gate(
         return _stop(Reason.SYNCED, attempt.message, applied=True)
     return _stop(
         Reason.WAITING_FOR_MANUAL_SYNC, "syncPolicy.mode is Manual: waiting for a forced sync"
+    )
+
+
+def dependency_gate(
+    tick: Tick, release: Release, status: ReleaseStatus, render: Render
+) -> GateDecision | None:
+    """A new render (a first rollout included) waits until every dependency is ready:
+    Succeeded (or an accepted state) at its render of this tick. Re-applying the render
+    the Release already synced (drift correction) is not held."""
+    if not release.spec.depends_on or _synced(status, render):
+        return None
+    waiting = []
+    for dependency in release.spec.depends_on:
+        entry = tick.snapshot.releases.get(dependency.name)
+        other = entry.release if entry is not None else None
+        if other is None:
+            waiting.append(f"{dependency.name} is not a valid Release")
+            continue
+        try:
+            ref = stage_render(tick, other).render.ref
+        except ConvoyError as exc:
+            waiting.append(f"{dependency.name} cannot be rendered ({exc.reason})")
+            continue
+        policy = other.spec.failure_policy is not None
+        why = missing(dependency, tick.status(dependency.name), ref, policy)
+        if why is not None:
+            waiting.append(why)
+    if not waiting:
+        return None
+    return _stop(Reason.WAITING_FOR_DEPENDENCY, "waiting for dependencies: " + "; ".join(waiting))
+
+
+def _synced(status: ReleaseStatus, render: Render) -> bool:
+    """The last attempt applied this render (its sync succeeded)."""
+    attempt = status.last_attempted
+    return (
+        attempt is not None
+        and attempt.applied
+        and attempt.reason == Reason.SYNCED
+        and attempt.render_ref == render.ref
     )
 
 
@@ -88,12 +130,7 @@ def window_gate(
     if force_pending and all(w.manual_sync for w in state.closing):
         return None
     attempt = status.last_attempted
-    if (
-        attempt is not None
-        and attempt.applied
-        and attempt.reason == Reason.SYNCED
-        and attempt.render_ref == render.ref
-    ):
+    if attempt is not None and _synced(status, render):
         return _stop(Reason.SYNCED, attempt.message, applied=True)
     return _stop(Reason.WAITING_FOR_SYNC_WINDOW, state.message())
 
@@ -133,6 +170,7 @@ def stage_gates(
     status = tick.status(release.name)
     return (
         manual_gate(release, force_pending, status, render)
+        or dependency_gate(tick, release, status, render)
         or window_gate(release, cluster, status, render, force_pending, tick.now)
         or cluster_wave_gate(tick, release, cluster, render)
     )
