@@ -157,12 +157,17 @@ def image(s: Scenario, name: str = "web") -> str:
     return str(spec["containers"][0]["image"])
 
 
-def test_a_closed_window_holds_a_new_render_until_it_opens(scenario: Scenario) -> None:
-    s = scenario
+def settled(s: Scenario) -> None:
+    """web under FREEZE, 1.0 rolled out and Succeeded before the freeze (12:00, 12:01)."""
     s.app("web", spec_extra=FAILURE_POLICY + FREEZE)
-    assert s.reconcile(minutes=0).code == 0  # 12:00, open: 1.0 rolls out
+    assert s.reconcile(minutes=0).code == 0
     s.deployment_ready("web")
     s.reconcile(minutes=1)
+
+
+def test_a_closed_window_holds_a_new_render_until_it_opens(scenario: Scenario) -> None:
+    s = scenario
+    settled(s)
     s.app("web", image="2.0", spec_extra=FAILURE_POLICY + FREEZE)
 
     held = s.reconcile(minutes=70)  # 13:10, inside the freeze
@@ -186,10 +191,7 @@ def test_a_closed_window_holds_a_new_render_until_it_opens(scenario: Scenario) -
 
 def test_a_release_in_sync_changes_no_status_when_a_window_closes(scenario: Scenario) -> None:
     s = scenario
-    s.app("web", spec_extra=FAILURE_POLICY + FREEZE)
-    s.reconcile(minutes=0)
-    s.deployment_ready("web")
-    s.reconcile(minutes=1)
+    settled(s)
     head = s.head()
 
     result = s.reconcile("web", minutes=70)  # inside the freeze, nothing new
@@ -259,10 +261,7 @@ def test_a_cluster_s_windows_cover_each_of_its_releases(scenario: Scenario) -> N
 
 def test_a_rollback_is_not_held_by_a_window_and_says_it_ran_inside(scenario: Scenario) -> None:
     s = scenario
-    s.app("web", spec_extra=FAILURE_POLICY + FREEZE)
-    s.reconcile(minutes=0)
-    s.deployment_ready("web")
-    s.reconcile(minutes=1)
+    settled(s)
     s.app("web", image="2.0", spec_extra=FAILURE_POLICY + FREEZE)
     s.reconcile(minutes=5)  # open: 2.0 is applied
     assert image(s) == "example/web:2.0"

@@ -29,12 +29,7 @@ def manual_gate(
     if release.spec.sync_policy.mode != SyncMode.MANUAL or force_pending:
         return None
     attempt = status.last_attempted
-    if (
-        attempt is not None
-        and attempt.applied
-        and attempt.reason == Reason.SYNCED
-        and attempt.render_ref == render.ref
-    ):
+    if attempt is not None and _synced(status, render):
         return _stop(Reason.SYNCED, attempt.message, applied=True)
     return _stop(
         Reason.WAITING_FOR_MANUAL_SYNC, "syncPolicy.mode is Manual: waiting for a forced sync"
