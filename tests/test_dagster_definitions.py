@@ -408,6 +408,23 @@ def test_the_wakeup_sensor_fires_once_when_a_sync_window_opens(example: Example)
     assert "web" not in woken(again)
 
 
+def test_the_wakeup_sensor_wakes_a_waiting_dependent_once_its_dependency_changes(
+    example: Example,
+) -> None:
+    waits = POLICY + "  dependsOn: [api]\n"
+    commit_files(example.repo, {"releases/web.yaml": release_yaml("web", spec_extra=waits)})
+    example.tick(T0)  # web waits for api
+    cursor = example.wakeup(T0 + timedelta(minutes=1), None).cursor
+    example.play_controller("api")
+    run_tick(example.root, example.state, T0 + timedelta(minutes=1), ["api"])  # Succeeded
+
+    woke = example.wakeup(T0 + timedelta(minutes=2), cursor)
+    again = example.wakeup(T0 + timedelta(minutes=2, seconds=15), woke.cursor)
+
+    assert "web" in woken(woke)
+    assert "web" not in woken(again)
+
+
 def test_the_wakeup_sensor_fires_when_a_source_changes(example: Example) -> None:
     cursor = settled(example)
     commit_files(example.repo, {"apps/api/deployment.yaml": DEPLOYMENT.replace("IMAGE", "2.0")})

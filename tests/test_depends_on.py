@@ -219,3 +219,21 @@ def test_depends_on_takes_a_name_or_a_mapping(scenario: Scenario, text: str) -> 
     s.reconcile(minutes=0)
 
     assert s.status("web")["lastAttempted"]["reason"] == "WaitingForDependency"
+
+
+def test_time_spent_waiting_does_not_count_against_the_deadline(scenario: Scenario) -> None:
+    s = scenario
+    s.app("api", spec_extra=depends("db"))  # progressDeadline 10m
+    s.app("db", spec_extra="")  # no failurePolicy: ready once its render is healthy
+    s.reconcile(minutes=0)
+    assert s.reconcile(minutes=30).code == 0  # half an hour of waiting
+    assert s.status("api")["rollout"]["state"] == "Progressing"
+
+    s.deployment_ready("db")
+    s.reconcile("db", minutes=31)  # db healthy at its render
+    s.reconcile(minutes=32)  # api, due since db's status changed, applied now
+    assert image(s, "api") == "example/api:1.0"
+    s.reconcile(minutes=40)  # 8 minutes after the apply: within the deadline
+
+    assert s.status("api")["rollout"]["state"] == "Progressing"
+    assert s.status("api")["lastAttempted"]["reason"] == "Synced"
