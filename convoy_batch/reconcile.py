@@ -62,6 +62,7 @@ from convoy_batch.rollout import (
     plan_rollout,
 )
 from convoy_batch.rollout.due import health_snapshot
+from convoy_batch.rollout.status import with_note
 from convoy_batch.rollout.step import Step
 from convoy_batch.rollout.windows import Window, window_state
 from convoy_batch.state.intents import Intent
@@ -162,7 +163,8 @@ def decide(
         closed = window_state(windows, tick.now)
         if not closed.open:  # passed by a forced sync (the gate let it through)
             forced = f"forced past the sync window ({closed.labels()})"
-            expected = replace(expected, message=f"{expected.message}; {forced}".lstrip("; "))
+            message = f"{expected.message}; {forced}".lstrip("; ")
+            expected = replace(expected, message=message, note=f"Forced sync: {forced}.")
         return Decision(expected, plan, render, deployer, persist=True, then=sync.then)
     except ConvoyError as exc:
         return Decision(failed(exc, rollout=plan.rollout, render=rid), plan, render)
@@ -262,7 +264,7 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
     def write_ahead(step: Step, expected: Outcome, expected_inventory: ReleaseInventory) -> None:
         decided = next_status(tick, release.name, release, expected, expected_inventory, force_at)
         if decided != status:  # a decision a crash could lose
-            message = commit_message(release.name, status, decided)
+            message = with_note(commit_message(release.name, status, decided), expected.note)
             tick.stores.intents.save(
                 Intent(
                     release=release.name,

@@ -216,6 +216,8 @@ def test_a_forced_sync_passes_only_windows_that_allow_a_manual_sync(
     message = s.status()["lastAttempted"]["message"]
     if passes:
         assert message.endswith("forced past the sync window (freeze)"), message
+        body = str(s.repo.head.commit.message).split("\n\n", 1)[1]
+        assert body.strip() == "Forced sync: forced past the sync window (freeze)."
     else:
         assert message.startswith("sync window closed (freeze)"), message
 

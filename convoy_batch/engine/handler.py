@@ -14,7 +14,7 @@ from convoy_batch.engine.tick import Tick
 from convoy_batch.models import Release, ReleaseInventory, ReleaseStatus
 from convoy_batch.reasons import Reason
 from convoy_batch.rollout import Outcome, Verdict, assemble_status, commit_message, render_verdict
-from convoy_batch.rollout.status import NO_VALUE, short_ref, state_of
+from convoy_batch.rollout.status import NO_VALUE, short_ref, state_of, with_note
 from convoy_batch.timefmt import format_time
 
 log = logging.getLogger("convoy_batch")
@@ -116,7 +116,7 @@ def commit_status(
     prior = tick.status(name)
     commit = None
     if status != prior:
-        message = message or commit_message(name, prior, status)
+        message = message or with_note(commit_message(name, prior, status), outcome.note)
         commit = tick.status_store.commit_later(name, status, message)
         tick.decided[name] = status
     return Handled(name=name, outcome=outcome, status=status, committed=commit, prior=prior)

@@ -52,6 +52,9 @@ class Outcome:
     written: int | None = None
     """Objects this reconcile wrote to the cluster (None: it applied nothing it knows
     of). Not part of the status: only what a person reads of this tick."""
+    note: str = ""
+    """A line the status commit's message carries after its subject (a forced sync past
+    a closed sync window names the windows)."""
 
     @property
     def is_error(self) -> bool:
@@ -238,6 +241,11 @@ def written_at(status: ReleaseStatus | None) -> datetime | None:
     if status.rollout is not None:
         times.append(status.rollout.started_at)
     return max(times, default=None)
+
+
+def with_note(message: str, note: str) -> str:
+    """A commit message with ``note`` as its body (none: unchanged)."""
+    return f"{message}\n\n{note}" if note else message
 
 
 def commit_message(release: str, old: ReleaseStatus, new: ReleaseStatus) -> str:
