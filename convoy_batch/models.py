@@ -5,6 +5,7 @@ snake_case. Unknown fields are refused (``extra="forbid"``); durations and times
 through :mod:`convoy_batch.timefmt` so they parse and print one way everywhere.
 """
 
+import re
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -268,6 +269,73 @@ class SyncWindow(Model):
 SyncWindows = tuple[SyncWindow, ...]
 
 
+_POINTER = re.compile(r"^(/([^~/]|~[01])*)*$")
+
+
+def _json_pointer(text: str) -> str:
+    """An RFC 6901 JSON pointer: ``""`` (the whole object) or ``/``-separated tokens,
+    ``~`` written ``~0`` and ``/`` written ``~1``."""
+    if not _POINTER.match(text):
+        raise ValueError(
+            f"{text!r} is not a JSON pointer (RFC 6901: '' or '/a/b', '~0' for '~', '~1' for '/')"
+        )
+    return text
+
+
+JsonPointer = Annotated[str, AfterValidator(_json_pointer)]
+
+
+def _regex(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise ValueError(f"{text!r} is not a regular expression: {exc}") from None
+    return text
+
+
+Regex = Annotated[str, AfterValidator(_regex)]
+
+
+class LabelSelector(Model):
+    match_labels: dict[str, str] = Field(default_factory=dict)
+
+
+class DriftTarget(Model):
+    """The objects a drift rule is about, as Flux's helm-controller selects them: every
+    field given must match; ``name`` and ``namespace`` are regular expressions matched
+    whole."""
+
+    group: str | None = None
+    version: str | None = None
+    kind: str | None = None
+    name: Regex | None = None
+    namespace: Regex | None = None
+    label_selector: LabelSelector | None = None
+
+
+class DriftIgnore(Model):
+    """Paths of the target's objects that convoy-batch sets when it creates them and never
+    writes again (Argo CD's ``ignoreDifferences`` ``jsonPointers``, Flux's ``ignore``)."""
+
+    paths: tuple[JsonPointer, ...]
+    target: DriftTarget | None = None
+
+
+class DriftMode(StrEnum):
+    CORRECT = "Correct"
+    """Drift is corrected by the next sync (recorded once per episode)."""
+    REPORT = "Report"
+    """Drift is recorded in the status, never written back."""
+
+
+class Drift(Model):
+    """``spec.drift`` of a Release, or the defaults of a Cluster's Releases."""
+
+    mode: DriftMode | None = None
+    """A Release's wins over its Cluster's; neither: Correct."""
+    ignore: tuple[DriftIgnore, ...] = ()
+
+
 def _dependency(value: Any) -> Any:
     """``dependsOn`` takes a name or ``{name, acceptedStates}``."""
     return {"name": value} if isinstance(value, str) else value
@@ -303,11 +371,14 @@ class ReleaseSpec(Model):
     """This Release's sync windows, with its Cluster's."""
     depends_on: DependsOn = ()
     """Releases of the repository (any Cluster) ready before a new render is applied."""
+    drift: Drift | None = None
+    """What convoy-batch does when the cluster changed what the render set."""
 
     @model_serializer(mode="wrap")
     def _checks_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = _unsaid_when_empty(handler(self), "healthChecks")
         data = _unsaid_when_empty(data, "syncWindows")
+        data = _unsaid_when_empty(data, "drift")
         data = _unsaid_when_empty(data, "dependsOn")
         return _unsaid_when_empty(data, "deletionPolicy")
 
@@ -362,10 +433,13 @@ class ClusterSpec(Model):
     """The operator's health rules for every Release on the Cluster (``health_rules``)."""
     sync_windows: SyncWindows = ()
     """Sync windows of every Release on the Cluster."""
+    drift: Drift | None = None
+    """Drift defaults of its Releases: its ``ignore`` rules apply with theirs."""
 
     @model_serializer(mode="wrap")
     def _checks_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = _unsaid_when_empty(handler(self), "healthChecks")
+        data = _unsaid_when_empty(data, "drift")
         return _unsaid_when_empty(data, "syncWindows")
 
     @model_validator(mode="after")

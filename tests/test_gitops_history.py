@@ -3,6 +3,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from convoy_batch.engine.stages.render import render_key
 from convoy_batch.repo.gitops import GitOpsRepo
 from convoy_batch.rollout.retire import ALLOW_DELETE_TRAILER
@@ -82,12 +84,24 @@ def test_an_unknown_deletion_policy_is_an_error_naming_the_field(tmp_path: Path)
     assert entry.error is not None and "spec.deletionPolicy" in entry.error
 
 
-def test_the_deletion_policy_is_not_part_of_a_renders_inputs(tmp_path: Path) -> None:
+# Fields that change no render: each of them, set, leaves the render key as it was.
+NOT_RENDERED = {
+    "deletion-policy": "  deletionPolicy: Orphan\n",
+    "sync-windows": "  syncWindows: [{kind: deny, schedule: '0 1 * * *', duration: 1h}]\n",
+    "depends-on": "  dependsOn: [web]\n",
+    "drift": "  drift: {mode: Report, ignore: [{paths: [/spec/replicas]}]}\n",
+}
+
+
+@pytest.mark.parametrize("extra", list(NOT_RENDERED.values()), ids=list(NOT_RENDERED))
+def test_fields_that_change_no_render_are_not_part_of_its_inputs(
+    tmp_path: Path, extra: str
+) -> None:
     make_repo(
         tmp_path,
         {
             "releases/web.yaml": release_yaml("web"),
-            "releases/kept.yaml": release_yaml("kept", "  deletionPolicy: Orphan\n"),
+            "releases/kept.yaml": release_yaml("kept", extra),
             "clusters/staging.yaml": CLUSTER,
         },
     )

@@ -44,8 +44,9 @@ def render_key(inputs: list[str], release: Release, cluster: Cluster) -> str:
     """Everything a render depends on: the source files (and for a renderer, the tool:
     :func:`~convoy_batch.renderers.render_inputs`), the Release and the Cluster. A
     Plain render's key is what it was before renderers existed; health rules, sync
-    windows, dependencies and the deletion policy are left out (they change no render)."""
-    rules = {"spec": {"health_checks", "deletion_policy", "sync_windows", "depends_on"}}
+    windows, dependencies, drift rules and the deletion policy are left out (they change
+    no render)."""
+    rules = {"spec": {"health_checks", "deletion_policy", "sync_windows", "depends_on", "drift"}}
     parts: list[object] = [
         *inputs,
         release.model_dump(mode="json", exclude=rules),
