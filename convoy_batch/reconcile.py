@@ -13,7 +13,6 @@ Does I/O through the tick's stores and deployers.
 """
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -64,7 +63,7 @@ from convoy_batch.rollout import (
 from convoy_batch.rollout.due import health_snapshot
 from convoy_batch.rollout.status import with_note
 from convoy_batch.rollout.step import Step
-from convoy_batch.rollout.windows import Window, window_state
+from convoy_batch.rollout.windows import WindowState, window_state
 from convoy_batch.state.intents import Intent
 from convoy_batch.timefmt import parse_time
 
@@ -132,15 +131,16 @@ def decide(
     plan = _plan(tick, release, status, render.ref, inventory)
     try:
         deployer = tick.deployer(rendered.cluster)
-        windows = windows_of(release, rendered.cluster)  # one that does not parse: no apply
+        # Read once; a window that does not parse stops every apply (a rollback too).
+        windows = window_state(windows_of(release, rendered.cluster), tick.now)
         if plan.action == Action.APPLY_LAST_HEALTHY:
-            plan = _inside_window(plan, status, windows, tick.now)
+            plan = _inside_window(plan, status, windows)
             cause = plan.rollout.message if plan.rollout is not None else ""
             rollback = RollBack(plan.rollout, rid, f"holding last healthy render: {cause}")
             return Decision(
                 expected_rollback(rollback, status), plan, render, deployer, then=rollback
             )
-        stop = stage_gates(tick, release, rendered.cluster, render, force_pending)
+        stop = stage_gates(tick, release, rendered.cluster, render, force_pending, windows)
         if stop is not None:
             return Decision(
                 Outcome(
@@ -160,9 +160,8 @@ def decide(
         if not isinstance(sync.then, RollBack) and (rule := unknown_health(inventory)):
             # A health rule that fails holds R back unseen: the status says which one.
             expected = replace(expected, message=f"{expected.message}; {rule}")
-        closed = window_state(windows, tick.now)
-        if not closed.open:  # passed by a forced sync (the gate let it through)
-            forced = f"forced past the sync window ({closed.labels()})"
+        if not windows.open:  # closed, yet the window gate let it through: forced
+            forced = f"forced past the sync window ({windows.labels()})"
             message = f"{expected.message}; {forced}".lstrip("; ")
             expected = replace(expected, message=message, note=f"Forced sync: {forced}.")
         return Decision(expected, plan, render, deployer, persist=True, then=sync.then)
@@ -170,19 +169,16 @@ def decide(
         return Decision(failed(exc, rollout=plan.rollout, render=rid), plan, render)
 
 
-def _inside_window(
-    plan: Plan, status: ReleaseStatus, windows: Sequence[Window], now: datetime
-) -> Plan:
+def _inside_window(plan: Plan, status: ReleaseStatus, windows: WindowState) -> Plan:
     """A rollback is not held by a closed sync window (it restores what ran before); the
     rollout it starts says it ran inside one (its message, which later holds repeat)."""
     before, after = status.rollout, plan.rollout
     rolled = RolloutState.ROLLED_BACK
     if after is None or after.state != rolled or (before is not None and before.state == rolled):
         return plan
-    closed = window_state(windows, now)
-    if closed.open:
+    if windows.open:
         return plan
-    message = f"{after.message}; rolled back inside the sync window ({closed.labels()})"
+    message = f"{after.message}; rolled back inside the sync window ({windows.labels()})"
     return replace(plan, rollout=after.model_copy(update={"message": message}))
 
 

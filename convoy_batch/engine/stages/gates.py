@@ -3,7 +3,9 @@ window gate, then the cluster wave gate.
 
 A gate that stops the reconcile is a value (a ``GateDecision`` that stops: reason and
 message), not an exception.
-Reads only the tick's snapshot and statuses; no I/O of its own.
+Reads the tick's snapshot and statuses; the dependency gate also a dependency's render of
+the tick (``stage_render``, made once a tick), and a window's zone comes from the zone
+database (``timefmt.zone``).
 """
 
 from datetime import datetime
@@ -16,7 +18,7 @@ from convoy_batch.reasons import Reason
 from convoy_batch.renderers.pipeline import Render
 from convoy_batch.rollout import GateDecision, GateKind
 from convoy_batch.rollout.depends import missing
-from convoy_batch.rollout.windows import Window, parse_window, window_state
+from convoy_batch.rollout.windows import Window, WindowState, parse_window, window_state
 from convoy_batch.timefmt import zone
 
 
@@ -108,18 +110,13 @@ def window_note(release: Release, cluster: Cluster, now: datetime) -> str | None
 
 
 def window_gate(
-    release: Release,
-    cluster: Cluster,
-    status: ReleaseStatus,
-    render: Render,
-    force_pending: bool,
-    now: datetime,
+    state: WindowState, status: ReleaseStatus, render: Render, force_pending: bool
 ) -> GateDecision | None:
-    """A closed sync window holds the render (it stays pending: the Release is due when
-    the window opens). A Release whose last attempt synced this render is in sync: the
-    outcome it had, so its status does not change while the window is closed. A forced
-    sync passes when every window that keeps it closed allows a manual sync."""
-    state = window_state(windows_of(release, cluster), now)
+    """A closed sync window (``state``: the Release's windows at the tick's ``now``) holds
+    the render (it stays pending: the Release is due when the window opens). A Release
+    whose last attempt synced this render is in sync: the outcome it had, so its status
+    does not change while the window is closed. A forced sync passes when every window
+    that keeps it closed allows a manual sync."""
     if state.open:
         return None
     if force_pending and all(w.manual_sync for w in state.closing):
@@ -160,12 +157,19 @@ def _stop(reason: Reason, message: str, applied: bool = False) -> GateDecision:
 
 
 def stage_gates(
-    tick: Tick, release: Release, cluster: Cluster, render: Render, force_pending: bool
+    tick: Tick,
+    release: Release,
+    cluster: Cluster,
+    render: Render,
+    force_pending: bool,
+    windows: WindowState,
 ) -> GateDecision | None:
+    """The first gate that stops the sync (None: it proceeds); ``windows``: the state of
+    the Release's sync windows at the tick's ``now`` (read once by its reconcile)."""
     status = tick.status(release.name)
     return (
         manual_gate(release, force_pending, status, render)
         or dependency_gate(tick, release, status, render)
-        or window_gate(release, cluster, status, render, force_pending, tick.now)
+        or window_gate(windows, status, render, force_pending)
         or cluster_wave_gate(tick, release, cluster, render)
     )
