@@ -4,7 +4,9 @@ Prints wall time and peak memory of a first tick, a second one (the observer rec
 health for the first time), a steady-state tick that reconciles every Release (``--all``,
 nothing changed) and a steady-state tick of due Releases only,
 next to a baseline measured in the same run: parsing the same manifests with PyYAML's C
-loader. Each phase runs in a forked child so its peak RSS is its own.
+loader. Then the same Releases with drift rules on every object (a Cluster's rule for
+every object, a Release's rule by kind and name pattern), whose steady tick is put next
+to the one without rules. Each phase runs in a forked child so its peak RSS is its own.
 
     python bench/tick.py [--releases N] [--keep DIR]
 """
@@ -56,6 +58,18 @@ data: {env: ${env}, index: "INDEX", release: ${release}}
 """
 
 
+DRIFT_CLUSTER = (
+    "{vars: {env: bench}, drift: {ignore: [{paths: [/spec/replicas, /metadata/annotations/team]}]}}"
+)
+DRIFT_RELEASE = """\
+  drift:
+    mode: Correct
+    ignore:
+    - paths: [/data/index]
+      target: {kind: ConfigMap, name: 'app-[0-9]+-.*'}
+"""
+
+
 def app_files() -> dict[str, str]:
     """One Release's source files: a Deployment and a Service, and 3 ConfigMaps."""
     files = {"workload.yaml": OBJECTS}
@@ -72,11 +86,13 @@ def build_repo(
     extra: Mapping[str, str] | None = None,
     render: str | None = None,
     clusters: int = 1,
+    release_extra: str = "",
 ) -> list[str]:
     """A GitOps repository with N Releases ``<prefix>-NNNN`` of ``app_files()`` (and
     ``extra`` files) on ``clusters`` Clusters with spec ``cluster`` (``bench``, or
     ``bench-NN`` in turn), rendered by ``render`` (a ``spec.source.render`` in flow style;
-    default Plain); returns the manifest texts."""
+    default Plain), each Release's spec ending with ``release_extra``; returns the
+    manifest texts."""
     texts: list[str] = []
     names = ["bench"] if clusters == 1 else [f"bench-{c:02d}" for c in range(clusters)]
     (root / "clusters").mkdir(parents=True)
@@ -103,7 +119,7 @@ def build_repo(
             f"spec:\n  cluster: {names[i % len(names)]}\n  namespace: {name}\n"
             f"  source: {{path: apps/{name}{', render: ' + render if render else ''}}}\n"
             "  vars: {replicas: '2'}\n"
-            "  failurePolicy: {progressDeadline: 10m}\n"
+            "  failurePolicy: {progressDeadline: 10m}\n" + release_extra
         )
     git = ["git", "-C", str(root)]
     subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
@@ -149,11 +165,15 @@ def main() -> None:
     work = args.keep or Path(tempfile.mkdtemp(prefix="convoy-bench-"))
     repo, state = work / "repo", work / "state"
     texts = build_repo(repo, args.releases)
+    ruled, ruled_state = work / "ruled", work / "ruled-state"
+    build_repo(ruled, args.releases, cluster=DRIFT_CLUSTER, release_extra=DRIFT_RELEASE)
     n = args.releases
 
     baseline = parse_floor(texts)
 
-    def tick(minutes: int, all_releases: bool) -> Callable[[], object]:
+    def tick(
+        minutes: int, all_releases: bool, repo: Path = repo, state: Path = state
+    ) -> Callable[[], object]:
         def run() -> str:
             now = T0 + timedelta(minutes=minutes)
             report = run_tick(repo, state, now, all_releases=all_releases)
@@ -171,15 +191,22 @@ def main() -> None:
         ("second tick (first health seen, --all)", tick(1, True), 1),
         ("steady tick, every Release (--all)", tick(2, True), 3),
         ("steady tick, due Releases only", tick(3, False), 3),
+        ("drift rules: first tick", tick(0, False, ruled, ruled_state), 1),
+        ("drift rules: second tick (--all)", tick(1, True, ruled, ruled_state), 1),
+        ("drift rules: steady tick (--all)", tick(2, True, ruled, ruled_state), 3),
     ]
+    walls: dict[str, float] = {}
     base = None
     print(f"{n} Releases x 5 objects ({len(texts)} manifest files), directory cluster")
     print(f"{'phase':<42} {'wall s':>8} {'ms/Release':>11} {'x base':>7} {'peak MiB':>9}  detail")
     for label, fn, runs in phases:
         wall, rss, detail = min(measure(fn) for _ in range(runs))
+        walls[label] = wall
         base = base or wall
         per = 1000 * wall / n
         print(f"{label:<42} {wall:8.2f} {per:11.2f} {wall / base:7.1f} {rss / 1024:9.0f}  {detail}")
+    ratio = walls["drift rules: steady tick (--all)"] / walls["steady tick, every Release (--all)"]
+    print(f"steady tick with drift rules on every object / without: {ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,10 @@
 - ``release``'s asset check ``state`` (one result per partition): each materialization is
   followed by the Release's state at a glance (:mod:`convoy_batch.rollout.glance`): passed,
   failed (ERROR severity), or pending (a WARN result that judges no materialization, so
-  Dagster counts the partition as neither passed nor failed).
+  Dagster counts the partition as neither passed nor failed). Drift never changes the
+  verdict; a status that records drift (Report mode) says so in the result's and the
+  materialization's description (``...; drifted since <time>: <object> <paths>``) and in
+  the ``drift`` metadata entry (``lastDriftCorrection`` for Correct mode's last one).
 - A run in which a Release errored, rolled back or failed, or whose status commits were
   not written, fails once its events are recorded (``dagster.Failure``): run-failure
   sensors and alerts see it without reading metadata.
@@ -34,7 +37,14 @@ import dagster as dg
 
 from convoy_batch.engine.handler import Handled, describe
 from convoy_batch.engine.tick import default_state_dir
-from convoy_batch.rollout.glance import Glance, alarm, glance, headline
+from convoy_batch.rollout.glance import (
+    Glance,
+    alarm,
+    correction_note,
+    drift_note,
+    glance,
+    summary_line,
+)
 from convoy_batch.rollout.retire import RETIRED
 from convoy_batch.ticks.runner import TickReport, run_tick
 from convoy_batch.ticks.shards import run_sharded
@@ -61,7 +71,7 @@ def _state_check() -> dg.AssetCheckSpec:
             partitions_def=RELEASES,
             description="The Release at a glance: passed when Succeeded or in sync, failed "
             "when RolledBack, Failed or in error, pending (a warning) while Progressing "
-            "or waiting.",
+            "or waiting. A drifted Release's result says what drifted.",
         )
 
 
@@ -126,8 +136,13 @@ def _state(status: Any) -> str | None:
 
 
 def outcome_metadata(handled: Handled) -> dict[str, Any]:
+    """The outcome, the previous and new state and the commit; with ``drift`` (Report
+    mode: what drifted, since when) and ``lastDriftCorrection`` (Correct mode) when the
+    status records them, as text: paths, never a value."""
     outcome = handled.outcome
     retired = outcome.reason in RETIRED  # its status file removed: Deleted or Orphaned
+    drifts = {"drift": drift_note(handled.status)}
+    drifts["lastDriftCorrection"] = correction_note(handled.status)
     return {
         "state": outcome.reason.value if retired else _state(handled.status),
         "previousState": _state(handled.prior),
@@ -137,6 +152,7 @@ def outcome_metadata(handled: Handled) -> dict[str, Any]:
         "revision": outcome.render.revision if outcome.render else None,
         "applied": outcome.applied,
         "commit": handled.commit,
+        **{key: note for key, note in drifts.items() if note is not None},
     }
 
 
@@ -247,7 +263,7 @@ def record(context: dg.OpExecutionContext, report: TickReport) -> None:
                 description=(
                     describe(handled)
                     if handled.outcome.reason in RETIRED
-                    else headline(handled.status)
+                    else summary_line(handled.status)
                 ),
             )
         )
@@ -324,7 +340,7 @@ def _evaluation(handled: Handled, target: Any) -> dg.AssetCheckEvaluation:
         partition=handled.name,
         passed=verdict is Glance.PASSED,
         severity=dg.AssetCheckSeverity.WARN if pending else dg.AssetCheckSeverity.ERROR,
-        description=headline(handled.status),
+        description=summary_line(handled.status),
         metadata={"glance": verdict.value, **outcome_metadata(handled)},
         target_materialization_data=None if pending else target,
     )

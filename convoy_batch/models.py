@@ -548,6 +548,39 @@ class Condition(Model):
     last_transition_time: Time
 
 
+class DriftedObject(Model):
+    """One object whose live state differs from what convoy-batch applied: the paths
+    (RFC 6901 pointers; ``""`` the whole object, gone), never a value."""
+
+    kind: str
+    namespace: str | None = None
+    name: str
+    paths: tuple[str, ...]
+
+    def describe(self) -> str:
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.kind} {where} {', '.join(p or '(deleted)' for p in self.paths)}"
+
+
+class DriftReport(Model):
+    """``status.drift`` (Report mode): what drifted and is left as it is, since when."""
+
+    objects: tuple[DriftedObject, ...]
+    since: Time
+
+
+class DriftCorrection(Model):
+    """``status.lastDriftCorrection`` (Correct mode): the first correction of the last
+    drift episode (ticks in a row that found drift), and what it corrected then."""
+
+    time: Time
+    objects: tuple[DriftedObject, ...]
+
+
+DRIFT_FIELDS = frozenset({"drift", "lastDriftCorrection"})
+"""Status keys written only when set (README, "Drift rules"), after SPEC 10's."""
+
+
 class ReleaseStatus(Model):
     rollout: Rollout | None = None
     last_attempted: Attempt | None = None
@@ -557,10 +590,14 @@ class ReleaseStatus(Model):
     history: tuple[RenderRecord, ...] = ()
     conditions: tuple[Condition, ...] = ()
     last_handled_force_sync_at: Time | None = None
+    drift: DriftReport | None = None
+    last_drift_correction: DriftCorrection | None = None
 
     def dump_status(self) -> dict[str, Any]:
-        """The stored form: every key of SPEC 10, in its order, ``null`` when unset."""
-        return self.model_dump(mode="json", by_alias=True)
+        """The stored form: every key of SPEC 10, in its order, ``null`` when unset; the
+        drift keys only when set."""
+        data = self.model_dump(mode="json", by_alias=True)
+        return {k: v for k, v in data.items() if v is not None or k not in DRIFT_FIELDS}
 
 
 # --- Inventory and health (SPEC 4, 11) -------------------------------------------------
@@ -689,6 +726,8 @@ class TickRecord(Model):
     """Fingerprint of the last render's inputs (source files, Release, Cluster)."""
     render_ref: str | None = None
     """The renderRef those inputs gave: a render-cache hit reloads it from the store."""
+    drifted: bool = False
+    """The last reconcile found drift (Correct mode: a drift episode goes on)."""
 
 
 M = TypeVar("M", bound=Model)

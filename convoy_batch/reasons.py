@@ -45,6 +45,12 @@ class Reason(StrEnum):
     DELETION_PENDING = "DeletionPending"
     INVALID_SYNC_WINDOW = "InvalidSyncWindow"
 
+    # Reasons of a status change that moved only the drift fields (README, "Drift
+    # rules"): a commit's subject, a notification's reason; never an outcome's.
+    DRIFTED = "Drifted"
+    DRIFT_RESOLVED = "DriftResolved"
+    DRIFT_CORRECTED = "DriftCorrected"
+
     # Rollout reasons only (SPEC 5, 6.1).
     NEW_RENDER = "NewRender"
     HEALTHY = "Healthy"
@@ -77,7 +83,13 @@ ROLLOUT_ONLY_REASONS: frozenset[Reason] = frozenset(
 )
 """Reasons of ``rollout`` and its condition that are never an outcome's."""
 
-OUTCOME_REASONS: frozenset[Reason] = frozenset(Reason) - ROLLOUT_ONLY_REASONS
+DRIFT_REASONS: frozenset[Reason] = frozenset(
+    {Reason.DRIFTED, Reason.DRIFT_RESOLVED, Reason.DRIFT_CORRECTED}
+)
+"""Reasons of a change of the drift fields alone: a commit's and an event's, never an
+outcome's."""
+
+OUTCOME_REASONS: frozenset[Reason] = frozenset(Reason) - ROLLOUT_ONLY_REASONS - DRIFT_REASONS
 """Every reason an outcome (``lastAttempted.reason``) may carry (SPEC 4)."""
 
 GATE_REASONS: frozenset[Reason] = frozenset(

@@ -24,6 +24,7 @@ from convoy_batch.engine.handler import (
     sync_handler,
 )
 from convoy_batch.engine.stages.act import BeforeChange, Writes, carry_out, no_record
+from convoy_batch.engine.stages.drift import rules_of
 from convoy_batch.engine.stages.gates import stage_gates, windows_of
 from convoy_batch.engine.stages.last_healthy import apply_last_healthy, expected_rollback
 from convoy_batch.engine.stages.outcome import failed
@@ -299,6 +300,11 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
             health=health_snapshot(new_inventory),
             render_key=rendered.key if rendered else None,
             render_ref=rendered.render.ref if rendered else None,
+            drifted=(
+                bool(outcome.drift.objects)
+                if outcome.drift is not None
+                else tick.stores.ticks.load(release.name).drifted
+            ),
         ),
     )
     return handled
@@ -333,7 +339,8 @@ def complete_intent(tick: Tick, release: Release, intent: Intent) -> None:
         render = load_render(blob, name, step.revision)
         deployer = tick.deployer(cluster)
         writes = tick.writes(name)
-        acted = carry_out(deployer, inventory, render, step, writes.record, writes.claimants)
+        rules = rules_of(tick, release)
+        acted = carry_out(deployer, inventory, render, step, writes.record, writes.claimants, rules)
     except ConvoyError as exc:
         failure = exc
     else:

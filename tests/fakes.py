@@ -15,7 +15,8 @@ from convoy_batch.errors import (
     Forbidden,
     PruneFailed,
 )
-from convoy_batch.models import ObjectKey, key_of
+from convoy_batch.manifests.drift import NO_RULES, Rules
+from convoy_batch.models import Identity, ObjectKey, key_of
 
 Trigger = bool | Callable[[ObjectKey], bool]
 
@@ -53,25 +54,31 @@ class FailingDeployer:
             if _fires(self.forbidden, key):
                 raise Forbidden(f"forbidden (test): {key}")
 
-    def dry_run(self, objects: Sequence[Manifest]) -> None:
+    def dry_run(self, objects: Sequence[Manifest], rules: Rules = NO_RULES) -> None:
         keys = [key_of(o) for o in objects]
         self._check_available(keys)
         self.dry_runs += 1
         for key in keys:
             if _fires(self.fail_dry_run, key):
                 raise DryRunFailed(f"dry run refused {key}: failing on purpose (test)")
-        self.inner.dry_run(objects)
+        self.inner.dry_run(objects, rules)
 
-    def apply(self, objects: Sequence[Manifest]) -> int:
+    def apply(self, objects: Sequence[Manifest], rules: Rules = NO_RULES) -> int:
         written = 0
         for obj in objects:
             key = key_of(obj)
             self._check_available([key])
             if _fires(self.fail_apply, key):
                 raise ApplyFailed(f"apply {key}: failing on purpose (test)")
-            written += self.inner.apply([obj])
+            written += self.inner.apply([obj], rules)
             self.applied.append(key)
         return written
+
+    def drift(
+        self, objects: Sequence[Manifest], rules: Rules = NO_RULES
+    ) -> dict[Identity, tuple[str, ...]]:
+        self._check_available([key_of(o) for o in objects])
+        return self.inner.drift(objects, rules)
 
     def delete(self, key: ObjectKey) -> bool:
         self._check_available([key])

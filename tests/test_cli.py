@@ -156,7 +156,8 @@ def test_a_quiet_tick_says_in_sync_and_an_apply_what_it_applied(scenario: Scenar
     path = scenario.object_path("web", "deployment.apps", "web")
     path.write_text(path.read_text().replace("replicas: 2", "replicas: 5"))
     drifted = scenario.reconcile("--all", minutes=2)
-    assert "(2 objects applied)" in drifted.out, drifted.out
+    corrected = "(2 objects applied; corrected drift: Deployment web/web /spec/replicas)"
+    assert corrected in drifted.out, drifted.out
     assert scenario.live("web", "deployment.apps", "web")["spec"]["replicas"] == 2
 
 

@@ -7,14 +7,17 @@ from typing import Any
 
 import pytest
 
+from convoy_batch.manifests.annotations import create_only
 from convoy_batch.manifests.drift import (
-    drifted,
+    Rules,
+    differences,
     ignored,
+    managed,
     matches,
     mode_of,
     pointer,
+    restore,
     tokens,
-    without,
 )
 from convoy_batch.models import Drift, DriftMode, DriftTarget, Release, parse_model
 from tests.scenario import FAILURE_POLICY, Scenario
@@ -114,20 +117,56 @@ def test_the_annotation_ignores_the_whole_object(annotations: dict[str, str]) ->
     annotated = {**DEPLOYMENT, "metadata": {**DEPLOYMENT["metadata"], "annotations": annotations}}
 
     assert ignored(annotated, None) == ("",)
-    assert without(annotated, ignored(annotated, None)) is None  # never updated
+    assert Rules().ignored(annotated) == ("",)
+    assert create_only(annotated)  # never updated
+
+
+def test_a_rule_for_the_whole_object_makes_it_create_only() -> None:
+    form = managed(DEPLOYMENT, [""])
+
+    assert create_only(form) and not create_only(DEPLOYMENT)
+    assert form["metadata"]["annotations"] == {"convoy.dev/drift": "ignore"}
 
 
 def test_an_update_leaves_the_ignored_paths_out() -> None:
-    sent = without(DEPLOYMENT, ["/spec/replicas", "/spec/template/spec/containers/0/image"])
+    sent = managed(DEPLOYMENT, ["/spec/replicas", "/spec/template/spec/containers/0/image"])
 
-    assert sent is not None
     assert "replicas" not in sent["spec"]
     assert sent["spec"]["template"]["spec"]["containers"] == [{"name": "app"}]
     assert DEPLOYMENT["spec"]["replicas"] == 2  # the render's own is untouched
-    assert without(DEPLOYMENT, ["/spec/nothing/here"]) == DEPLOYMENT
+    assert managed(DEPLOYMENT, ["/spec/nothing/here"]) == DEPLOYMENT
 
 
-def test_drift_is_the_paths_the_render_sets_that_live_holds_otherwise() -> None:
+def test_convoy_s_label_and_render_annotation_are_never_left_out() -> None:
+    stamped = {
+        **DEPLOYMENT,
+        "metadata": {
+            **DEPLOYMENT["metadata"],
+            "labels": {"convoy.dev/release": "web", "tier": "api"},
+            "annotations": {"convoy.dev/render": "sha256:1", "team": "a"},
+        },
+    }
+
+    sent = managed(stamped, ["/metadata/labels", "/metadata/annotations"])
+
+    assert sent["metadata"]["labels"] == {"convoy.dev/release": "web"}
+    assert sent["metadata"]["annotations"] == {"convoy.dev/render": "sha256:1"}
+
+
+def test_an_update_puts_back_the_live_values_it_keeps() -> None:
+    live = {**DEPLOYMENT, "spec": {**DEPLOYMENT["spec"], "replicas": 7}}
+    pointers = ["/spec/replicas", "/spec/template/spec/containers/0/image", "/spec/paused"]
+    form = managed(DEPLOYMENT, pointers)
+
+    sent = restore(form, live, pointers)
+
+    assert sent["spec"]["replicas"] == 7
+    assert sent["spec"]["template"]["spec"]["containers"] == [{"name": "app", "image": "api:1"}]
+    assert "paused" not in sent["spec"]  # live holds nothing there
+    assert "replicas" not in form["spec"]  # the form is untouched
+
+
+def test_drift_is_the_paths_where_live_differs_from_what_an_apply_leaves() -> None:
     live = {
         **DEPLOYMENT,
         "metadata": {**DEPLOYMENT["metadata"], "uid": "1", "labels": {"tier": "web"}},
@@ -135,10 +174,12 @@ def test_drift_is_the_paths_the_render_sets_that_live_holds_otherwise() -> None:
         "status": {"replicas": 10},
     }
 
-    assert drifted(DEPLOYMENT, live) == ["/metadata/labels/tier", "/spec/replicas"]
-    assert drifted(DEPLOYMENT, live, ["/spec/replicas"]) == ["/metadata/labels/tier"]
-    assert drifted(DEPLOYMENT, live, [""]) == []
-    assert drifted(DEPLOYMENT, DEPLOYMENT) == []
+    assert differences(DEPLOYMENT, live) == [
+        "/metadata/labels/tier",
+        "/spec/replicas",
+        "/spec/paused",
+    ]
+    assert differences(DEPLOYMENT, DEPLOYMENT) == []
 
 
 def test_drift_rules_change_no_render() -> None:

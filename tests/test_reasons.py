@@ -11,7 +11,13 @@ import yaml
 import convoy_batch
 from convoy_batch import errors
 from convoy_batch.models import Attempt, ReleaseStatus
-from convoy_batch.reasons import ERROR_REASONS, GATE_REASONS, OUTCOME_REASONS, Reason
+from convoy_batch.reasons import (
+    DRIFT_REASONS,
+    ERROR_REASONS,
+    GATE_REASONS,
+    OUTCOME_REASONS,
+    Reason,
+)
 from convoy_batch.rollout import Outcome, RenderId, RollBack
 from convoy_batch.rollout.due import DueReason
 from convoy_batch.ticks.wakeups import WAKE_REASONS
@@ -73,7 +79,14 @@ def test_the_reason_texts_are_unchanged() -> None:
         "ApplyFailed", "PruneFailed", "StateFailed", "NewRender", "Healthy", "Unhealthy",
         "ProgressDeadlineExceeded", "DeletionPending", "DeletionBlocked", "Deleted", "Orphaned",
         "WaitingForSyncWindow", "InvalidSyncWindow", "WaitingForDependency",
+        "Drifted", "DriftResolved", "DriftCorrected",
     }  # fmt: skip
+
+
+def test_drift_reasons_are_no_outcome_s_and_the_readme_names_them() -> None:
+    assert not DRIFT_REASONS & OUTCOME_REASONS
+    section = README.read_text().split("## Drift rules", 1)[1].split("\n## ", 1)[0]
+    assert all(f"`{reason}`" in section for reason in DRIFT_REASONS)
 
 
 def test_the_wake_up_causes_keep_their_texts() -> None:

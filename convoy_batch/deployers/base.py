@@ -9,18 +9,26 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from convoy_batch.models import ObjectKey
+from convoy_batch.manifests.drift import NO_RULES, Rules
+from convoy_batch.models import Identity, ObjectKey
 
 Manifest = dict[str, Any]
 
 
 class Deployer(Protocol):
-    def dry_run(self, objects: Sequence[Manifest]) -> None:
+    def dry_run(self, objects: Sequence[Manifest], rules: Rules = NO_RULES) -> None:
         """Validate every object as the target would, applying nothing (DryRunFailed)."""
 
-    def apply(self, objects: Sequence[Manifest]) -> int:
+    def apply(self, objects: Sequence[Manifest], rules: Rules = NO_RULES) -> int:
         """Apply the objects in the given order (ApplyFailed, ClusterUnavailable); how
-        many it wrote (created or changed: 0 when every one was already as given)."""
+        many it wrote (created or changed: 0 when every one was already as given). An
+        object that exists keeps its values at the paths ``rules`` ignore."""
+
+    def drift(
+        self, objects: Sequence[Manifest], rules: Rules = NO_RULES
+    ) -> dict[Identity, tuple[str, ...]]:
+        """The objects that exist and differ from what applying them would leave, with the
+        paths where they differ (RFC 6901 pointers; never a value)."""
 
     def delete(self, key: ObjectKey) -> bool:
         """Delete one object; True when it is confirmed gone (PruneFailed)."""

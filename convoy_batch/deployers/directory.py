@@ -19,6 +19,10 @@ What it does as an API server would:
   written atomically (temp file, rename; not fsynced: the directory cluster stands in
   for a cluster in examples and tests, where a write per object must stay cheap), 0600
   (objects may be Secrets); an unchanged object is not rewritten.
+- drift rules (README, "Drift rules"): an object that is stored already keeps its stored
+  values at the paths its rules ignore (nothing else writes them: there is no other field
+  manager here); one ignored whole is create-only. ``drift`` tells the paths where a
+  stored object differs from what applying its manifest would store.
 - every path part is validated, and no write or delete follows a symlink leading out
   of the root, so nothing is ever written outside it. The first write into a folder in a
   deployer's life (one tick) removes the temp files of writes there that never landed.
@@ -51,6 +55,7 @@ from convoy_batch.errors import (
 from convoy_batch.kinds import cluster_scoped_crds, group_of, is_cluster_scoped
 from convoy_batch.manifests import yamlload
 from convoy_batch.manifests.annotations import bookkeeping, create_only
+from convoy_batch.manifests.drift import NO_RULES, Rules, differences, managed, restore
 from convoy_batch.models import Cluster, Identity, Model, ObjectKey, key_of
 from convoy_batch.names import (
     KIND,
@@ -203,6 +208,17 @@ def adopted(incoming: Mapping[str, Any], stored: Mapping[str, Any]) -> Manifest:
     return {**stored, "metadata": meta}
 
 
+def stored_form(obj: Manifest, stored: Manifest | None, pointers: Sequence[str]) -> Manifest:
+    """What applying ``obj`` over ``stored`` stores, its drift rules' ``pointers`` kept
+    as stored (see module doc)."""
+    if stored is None:
+        return merged(obj, None)
+    form = managed(obj, pointers)
+    if create_only(form):
+        return adopted(form, stored)
+    return merged(dict(restore(form, stored, pointers)), stored)
+
+
 def _signature(path: Path) -> str | None:
     """What changes when the file changes: its mtime, size and inode."""
     try:
@@ -296,6 +312,10 @@ class DirectoryDeployer:
         self._objects: dict[Path, tuple[str | None, Manifest | None]] = {}
         self._crd_scopes: frozenset[tuple[str, str]] | None = None
         self._paths: dict[Identity, Path] = {}
+        # What applying a manifest would store, worked out by ``drift`` for the ``apply``
+        # that follows it in the same reconcile. Key: the manifest (by identity, the
+        # entry holding it); valid while its file still holds the same parsed object.
+        self._planned: dict[int, tuple[Manifest, Path, Manifest | None, Manifest]] = {}
 
     def _load(self, path: Path) -> Manifest | None:
         signature = _signature(path)
@@ -345,14 +365,14 @@ class DirectoryDeployer:
     def _scopes(self, objects: Sequence[Manifest]) -> frozenset[tuple[str, str]]:
         return cluster_scoped_crds(objects) | self._stored_crd_scopes()
 
-    def dry_run(self, objects: Sequence[Manifest]) -> None:
+    def dry_run(self, objects: Sequence[Manifest], rules: Rules = NO_RULES) -> None:
         """DryRunFailed naming the first object a server would refuse."""
         scopes = self._scopes(objects)
         for obj in objects:
             if problem := refusal(obj, scopes):
                 raise DryRunFailed(f"dry run refused {problem}")
 
-    def apply(self, objects: Sequence[Manifest]) -> int:
+    def apply(self, objects: Sequence[Manifest], rules: Rules = NO_RULES) -> int:
         """Apply in order, one file each; ApplyFailed at the first refusal or I/O error.
         How many files it wrote."""
         scopes = self._scopes(objects)
@@ -360,19 +380,14 @@ class DirectoryDeployer:
         for obj in objects:
             if problem := refusal(obj, scopes):
                 raise ApplyFailed(f"apply refused {problem}")
-            written += self._apply_one(obj)
+            written += self._apply_one(obj, rules)
         return written
 
-    def _apply_one(self, obj: Manifest) -> bool:
+    def _apply_one(self, obj: Manifest, rules: Rules) -> bool:
         try:
-            path = self.path_of(key_of(obj))
-            stored = self._load(path)
+            path, stored, new = self._plan(obj, rules, self._planned.pop(id(obj), None))
         except (ValueError, ClusterUnavailable) as exc:
             raise ApplyFailed(f"apply {_describe(obj)}: {exc}") from exc
-        if create_only(obj) and stored is not None:
-            new = adopted(obj, stored)
-        else:
-            new = merged(obj, stored)
         if new == stored:
             return False
         try:
@@ -382,6 +397,22 @@ class DirectoryDeployer:
         if new.get("kind") == "CustomResourceDefinition":
             self._crd_scopes = None
         return True
+
+    def _plan(
+        self,
+        obj: Manifest,
+        rules: Rules,
+        planned: tuple[Manifest, Path, Manifest | None, Manifest] | None = None,
+    ) -> tuple[Path, Manifest | None, Manifest]:
+        """The object's file, what it holds and what applying ``obj`` would store there
+        (``planned``: worked out before, used while the file holds the same object)."""
+        if planned is not None and planned[0] is obj:
+            _, path, stored, new = planned
+            if self._load(path) is stored:
+                return path, stored, new
+        path = self.path_of(key_of(obj))
+        stored = self._load(path)
+        return path, stored, stored_form(obj, stored, rules.ignored(obj))
 
     def write(self, path: Path, obj: Manifest) -> None:
         """Store ``obj`` at ``path`` (from :meth:`path_of`); StateFailed (one line naming
@@ -419,6 +450,23 @@ class DirectoryDeployer:
         except OSError as exc:
             raise PruneFailed(f"delete {key}: {os_problem(path, exc)}") from exc
         return True
+
+    def drift(
+        self, objects: Sequence[Manifest], rules: Rules = NO_RULES
+    ) -> dict[Identity, tuple[str, ...]]:
+        """The paths where each stored object differs from what applying it would store
+        (none for an object not stored); what applying it would store is kept for the
+        ``apply`` that follows."""
+        found: dict[Identity, tuple[str, ...]] = {}
+        for obj in objects:  # each passed its dry run, or the one of its render
+            try:
+                path, stored, new = self._plan(obj, rules)
+            except ValueError:
+                continue
+            self._planned[id(obj)] = (obj, path, stored, new)
+            if stored is not None and new != stored and (paths := differences(new, stored)):
+                found[key_of(obj).identity()] = tuple(paths)
+        return found
 
     def get(self, key: ObjectKey) -> Manifest | None:
         """The stored object; None when absent or when ``key`` cannot name a stored file."""

@@ -12,6 +12,7 @@ create-only objects (Flux ``ssa: IfNotPresent``), which are never updated.
 """
 
 import base64
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from convoy_batch.deployers.base import Manifest
 from convoy_batch.deployers.directory import refusal
 from convoy_batch.kinds import cluster_scoped_crds, crd_kinds, group_of, kind_rank
 from convoy_batch.manifests.annotations import create_only, is_hook
+from convoy_batch.manifests.drift import tokens
 from convoy_batch.models import ANNOTATION_RENDER, LABEL_RELEASE
 
 POD_SPECS: dict[tuple[str, str], tuple[str, ...]] = {
@@ -228,3 +230,49 @@ class BatchContext:
     def local_problem(self, obj: Manifest) -> str | None:
         problem = refusal(obj, self._scopes)
         return f"dry run refused {problem}" if problem else None
+
+
+def owned_by_others(
+    live: Mapping[str, Any], managed_fields: Sequence[Any], pointer: str, manager: str
+) -> bool:
+    """Whether a field manager other than ``manager`` owns the field at ``pointer`` of
+    ``live``, or a field beneath it, by ``managed_fields`` (the object's
+    ``metadata.managedFields``; ``fieldsV1``: ``f:`` a key, ``k:`` a list item by its
+    keys, ``v:`` a set's value, ``i:`` an index)."""
+    parts = tokens(pointer)
+    for entry in managed_fields:
+        if not isinstance(entry, Mapping) or entry.get("manager") == manager:
+            continue
+        if _owns(entry.get("fieldsV1") or {}, live, parts):
+            return True
+    return False
+
+
+def _owns(fields: Mapping[str, Any], node: Any, parts: Sequence[str]) -> bool:
+    for part in parts:
+        if isinstance(node, list):
+            index = int(part) if part.isdigit() else len(node)
+            key = _item_key(fields, node[index], index) if index < len(node) else None
+            node = node[index] if key is not None else None
+        else:
+            key = f"f:{part}"
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if key is None or not isinstance(fields.get(key), Mapping):
+            return False
+        fields = fields[key]
+    return True
+
+
+def _item_key(fields: Mapping[str, Any], item: Any, index: int) -> str | None:
+    """The ``fieldsV1`` key of a list item: by index, by its key fields, or by value."""
+    if f"i:{index}" in fields:
+        return f"i:{index}"
+    for key in fields:
+        if key.startswith(("k:", "v:")):
+            wanted = json.loads(key[2:])
+            if key[0] == "v" and wanted == item:
+                return key
+            by_keys = isinstance(item, Mapping) and isinstance(wanted, Mapping)
+            if key[0] == "k" and by_keys and all(item.get(k) == v for k, v in wanted.items()):
+                return key
+    return None

@@ -40,6 +40,13 @@ Decisions where the spec is silent:
   only while they do not exist (looked up with a GET when the labelled LIST lacks them);
   one that exists gets a merge patch of convoy-batch's label and render annotation when
   they differ, and nothing else: no field of its own is dry-run, compared or written.
+- Drift rules (README, "Drift rules"): what is compared with the live object, dry-run and
+  applied is the manifest without its ignored paths (``drift.managed``); an object that
+  exists is sent it with the live values put back at the ignored paths that no other
+  field manager owns (``metadata.managedFields``), so server-side apply never removes an
+  ignored field that convoy-batch alone set, and never takes one another manager holds.
+  An object ignored whole is create-only. ``drift`` tells the paths where a live object
+  differs from the server's answer to its dry run (made by ``dry_run`` this tick).
 - Prune deletes with foreground propagation and waits briefly; an object still there
   (its dependents being deleted) is reported as not yet gone and retried next tick.
 """
@@ -66,12 +73,13 @@ from convoy_batch.deployers.kubediff import (
     BatchContext,
     annotation,
     meta,
+    owned_by_others,
     settled,
     shape_problem,
     stages,
     with_defaults,
 )
-from convoy_batch.deployers.serverform import ServerForms, in_sync
+from convoy_batch.deployers.serverform import ServerForms, drifted, in_sync
 from convoy_batch.errors import (
     ApplyFailed,
     ClusterUnavailable,
@@ -82,6 +90,7 @@ from convoy_batch.errors import (
 )
 from convoy_batch.kinds import crd_kinds, group_of
 from convoy_batch.manifests.annotations import bookkeeping, create_only, is_hook
+from convoy_batch.manifests.drift import NO_RULES, WHOLE, Rules, managed, restore
 from convoy_batch.models import (
     ANNOTATION_RENDER,
     LABEL_RELEASE,
@@ -163,7 +172,7 @@ class KubernetesDeployer:
         self, api: KubeApi, releases: Collection[str] = (), cache: ParseCache | None = None
     ) -> None:
         self.api = api
-        self._forms = ServerForms(cache)  # the server's answers, across ticks
+        self._server_forms = ServerForms(cache)  # the server's answers, across ticks
         self._selector = release_selector(releases)
         self._live: dict[Identity, Manifest | None] = {}
         self._listed: set[tuple[str, str, str | None]] = set()  # (apiVersion, kind, ns | None=all)
@@ -174,6 +183,11 @@ class KubernetesDeployer:
         # (identity, render) -> the live copy it was found settled against, this tick
         self._settled_pairs: dict[tuple[Identity, str | None], Manifest] = {}
         self._all_namespaces: bool | None = None  # listed every namespace (None: not yet)
+        # Objects with ignored paths: (the whole manifest, what a create sends; the
+        # pointers), by identity; what ``_body`` puts back into an update.
+        self._ignoring: dict[Identity, tuple[Manifest, tuple[str, ...]]] = {}
+        self._owners: dict[Identity, list[object]] = {}  # live objects' managedFields
+        self._dry_answers: dict[tuple[Identity, str | None], Manifest] = {}  # this tick's
         self._reads = threading.Lock()  # one LIST at a time, shared by the tick's Releases
         self._workers = ThreadPoolExecutor(
             max_workers=BATCH_WORKERS, thread_name_prefix="convoy-k8s"
@@ -194,8 +208,7 @@ class KubernetesDeployer:
             page = self.api.request("GET", path, query)
             for item in page.get("items") or []:
                 item["apiVersion"], item["kind"] = resource.api_version, resource.kind
-                item.get("metadata", {}).pop("managedFields", None)
-                self._live[key_of(item).identity()] = item
+                self._keep(item)
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return
@@ -227,6 +240,13 @@ class KubernetesDeployer:
             if (api_version, kind, namespace) not in self._listed:
                 self._list(resource, namespace)
                 self._listed.add((api_version, kind, namespace))
+
+    def _keep(self, obj: Manifest) -> None:
+        """``obj`` as the live copy of its object; its managedFields kept apart (read only
+        for an object with ignored paths)."""
+        identity = key_of(obj).identity()
+        self._owners[identity] = obj.get("metadata", {}).pop("managedFields", None) or []
+        self._live[identity] = obj
 
     def _lookup(self, keys: Iterable[ObjectKey]) -> dict[ObjectKey, Manifest | None]:
         keys = list(keys)
@@ -291,7 +311,7 @@ class KubernetesDeployer:
             return False
         if self._settled_pairs.get(_pair(desired)) is live:
             return True
-        if settled(desired, live) or self._forms.matches(desired, live):
+        if settled(desired, live) or self._server_forms.matches(desired, live):
             self._settled_pairs[_pair(desired)] = live
             return True
         return False
@@ -302,11 +322,42 @@ class KubernetesDeployer:
 
     # --- dry run --------------------------------------------------------------------
 
-    def dry_run(self, objects: Sequence[Manifest]) -> None:
+    def _forms(self, objects: Sequence[Manifest], rules: Rules) -> list[Manifest]:
+        """What convoy-batch manages of each object (``drift.managed``, ``with_defaults``):
+        what is compared, dry-run and applied; the objects with ignored paths noted for
+        ``_body``."""
+        forms = []
+        for obj in objects:
+            pointers = rules.ignored(obj)
+            if not pointers:
+                forms.append(with_defaults(obj))
+                continue
+            form = with_defaults(dict(managed(obj, pointers)))
+            if WHOLE not in pointers:
+                self._ignoring[key_of(obj).identity()] = (with_defaults(obj), pointers)
+            forms.append(form)
+        return forms
+
+    def _body(self, form: Manifest, current: Manifest | None) -> Manifest:
+        """What is sent for ``form``: the whole manifest to create the object; to update
+        it, ``form`` with the live values at its ignored paths that no other manager
+        owns (see module doc)."""
+        identity = key_of(form).identity()
+        ignoring = self._ignoring.get(identity)
+        if ignoring is None:
+            return form
+        whole, pointers = ignoring
+        if current is None:
+            return whole
+        fields = self._owners.get(identity) or meta(current).get("managedFields") or []
+        ours = [p for p in pointers if not owned_by_others(current, fields, p, FIELD_MANAGER)]
+        return dict(restore(form, current, ours))
+
+    def dry_run(self, objects: Sequence[Manifest], rules: Rules = NO_RULES) -> None:
         """DryRunFailed (server's message, object) for the first object the server refuses."""
         if problem := next(filter(None, map(shape_problem, objects)), None):
             raise DryRunFailed(f"dry run refused {problem}")
-        objects = list(map(with_defaults, objects))
+        objects = self._forms(objects, rules)
         self._namespaces.update(
             (str(meta(o).get("name")), o) for o in objects if o.get("kind") == "Namespace"
         )
@@ -338,7 +389,8 @@ class KubernetesDeployer:
                 if is_hook(obj) and current is not None:
                     self._dry_run_create(resource, obj)
                 else:
-                    self._answered(obj, self._patch(resource, obj, dry_run=True), current)
+                    answer = self._patch(resource, self._body(obj, current), dry_run=True)
+                    self._answered(obj, answer, current)
         except ApiError as exc:
             if exc.status == 404 and key.namespace in context.namespaces:
                 return context.local_problem(obj)  # its namespace comes with this render
@@ -348,7 +400,8 @@ class KubernetesDeployer:
     def _answered(self, obj: Manifest, answer: Manifest, current: Manifest | None) -> None:
         """Remember the server's form of ``obj``; when the live copy already is that form,
         it is settled for this tick: the apply sends nothing for it."""
-        self._forms.remember(obj, answer)
+        self._server_forms.remember(obj, answer)
+        self._dry_answers[_pair(obj)] = answer
         if current is not None and in_sync(obj, answer, current):
             self._settled_pairs[_pair(obj)] = current
 
@@ -381,12 +434,12 @@ class KubernetesDeployer:
 
     # --- apply ----------------------------------------------------------------------
 
-    def apply(self, objects: Sequence[Manifest]) -> int:
+    def apply(self, objects: Sequence[Manifest], rules: Rules = NO_RULES) -> int:
         """Server-side apply (manager convoy-batch, force) of what differs from live; how
         many objects it sent."""
         written = 0
         with self._answers():
-            objects = [*self._missing_namespaces(objects), *map(with_defaults, objects)]
+            objects = [*self._missing_namespaces(objects), *self._forms(objects, rules)]
             live = self._with_unlabelled(objects, self._live_of(objects))
             self._crds |= crd_kinds(objects)
             for stage in stages(objects):
@@ -422,12 +475,11 @@ class KubernetesDeployer:
                     log.info("%s: re-creating the hook for a new render", key)
                     if not self._delete_and_wait(resource, key, "Background", HOOK_DELETE_WAIT):
                         return f"apply {key}: the previous render's hook is still being deleted"
-                applied = self._patch(resource, obj, dry_run=False)
-                self._forms.remember(obj, applied)
+                applied = self._patch(resource, self._body(obj, current), dry_run=False)
+                self._server_forms.remember(obj, applied)
         except ApiError as exc:
             return f"apply {key}: {exc}"
-        applied.get("metadata", {}).pop("managedFields", None)
-        self._live[key.identity()] = applied
+        self._keep(applied)
         if key.kind == "Namespace" and not key.group:
             self._namespace_names.add(key.name)
         return None
@@ -476,6 +528,37 @@ class KubernetesDeployer:
         if len(items) <= SMALL_BATCH:
             return [fn(item) for item in items]
         return list(self._workers.map(fn, items))
+
+    # --- drift ----------------------------------------------------------------------
+
+    def drift(
+        self, objects: Sequence[Manifest], rules: Rules = NO_RULES
+    ) -> dict[Identity, tuple[str, ...]]:
+        """The paths where each live object differs from the server's answer to its dry
+        run (this tick's, else one made now), for the objects that exist and are not
+        settled; hooks and create-only objects never drift."""
+        found: dict[Identity, tuple[str, ...]] = {}
+        forms = self._forms(objects, rules)
+        live = self._live_of(forms)
+        for form in forms:
+            identity = key_of(form).identity()
+            current = live.get(identity)
+            if current is None or is_hook(form) or create_only(form):
+                continue
+            if self._settled(form, current):
+                continue
+            answer = self._dry_answers.get(_pair(form)) or self._dry_answer(form, current)
+            if paths := drifted(form, answer, current):
+                found[identity] = tuple(paths)
+        return found
+
+    def _dry_answer(self, form: Manifest, current: Manifest) -> Manifest:
+        key = key_of(form)
+        with self._answers(lambda exc: DryRunFailed(f"dry run refused {key}: {exc}")):
+            resource = self._resource(key.api_version, key.kind)
+            if resource is None:
+                raise DryRunFailed(f"dry run refused {key}: the server has no kind {key.kind}")
+            return self._patch(resource, self._body(form, current), dry_run=True)
 
     # --- delete ---------------------------------------------------------------------
 

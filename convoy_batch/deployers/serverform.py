@@ -39,6 +39,7 @@ from typing import Any
 from convoy_batch.deployers.base import Manifest
 from convoy_batch.deployers.kubediff import managed, same_render
 from convoy_batch.manifests.annotations import create_only, is_hook
+from convoy_batch.manifests.drift import pointer
 from convoy_batch.models import key_of
 from convoy_batch.state.caches import ParseCache
 
@@ -100,6 +101,18 @@ def in_sync(sent: Manifest, answer: Manifest, live: Manifest | None) -> bool:
         return False
     fields = managed(sent)
     return project(answer, fields) == project(live, fields)
+
+
+def drifted(sent: Manifest, answer: Manifest, live: Manifest) -> list[str]:
+    """The pointers where ``live`` differs from the server's answer to ``sent`` (what an
+    apply of it would leave), on the fields of ``sent``: the object's drift, paths only."""
+    fields = managed(sent)
+    leaves = {path: (kind, value) for kind, path, value in project(live, fields)}
+    return [
+        pointer(path)
+        for kind, path, value in project(answer, fields)
+        if leaves.get(path) != (kind, value)
+    ]
 
 
 class ServerForms:

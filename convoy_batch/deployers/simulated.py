@@ -28,7 +28,8 @@ from typing import Any
 from convoy_batch.deployers.base import Manifest
 from convoy_batch.deployers.directory import DirectoryDeployer
 from convoy_batch.errors import ApplyFailed, StateFailed
-from convoy_batch.models import ObjectKey, SimulatedController, key_of
+from convoy_batch.manifests.drift import NO_RULES, Rules
+from convoy_batch.models import Identity, ObjectKey, SimulatedController, key_of
 from convoy_batch.timefmt import format_time, parse_time
 
 ANNOTATION_SIMULATE = "convoy.dev/simulate"
@@ -146,11 +147,11 @@ class SimulatedDeployer:
         self.sim = sim
         self.now = now
 
-    def dry_run(self, objects: Sequence[Manifest]) -> None:
-        self.inner.dry_run(objects)
+    def dry_run(self, objects: Sequence[Manifest], rules: Rules = NO_RULES) -> None:
+        self.inner.dry_run(objects, rules)
 
-    def apply(self, objects: Sequence[Manifest]) -> int:
-        written = self.inner.apply(objects)
+    def apply(self, objects: Sequence[Manifest], rules: Rules = NO_RULES) -> int:
+        written = self.inner.apply(objects, rules)
         for key in (key_of(obj) for obj in objects):
             if _simulated(key):
                 self._write_status(key, lambda stored: started_status(stored, self.now))
@@ -168,6 +169,11 @@ class SimulatedDeployer:
                 self.inner.write(self.inner.path_of(key), {**stored, "status": status})
             except StateFailed as exc:
                 raise ApplyFailed(f"apply {key}: cannot write {exc}") from exc
+
+    def drift(
+        self, objects: Sequence[Manifest], rules: Rules = NO_RULES
+    ) -> dict[Identity, tuple[str, ...]]:
+        return self.inner.drift(objects, rules)
 
     def delete(self, key: ObjectKey) -> bool:
         return self.inner.delete(key)

@@ -135,4 +135,8 @@ def describe(handled: Handled) -> str:
     line = f"{handled.name}: {state} {outcome.reason} render={ref} since={since}"
     # Nothing written this tick: say so, not what the sync that applied R once did.
     message = "in sync" if outcome.written == 0 else outcome.message
+    drift = outcome.drift
+    if drift is not None and drift.objects:
+        told = "; ".join(o.describe() for o in drift.objects)
+        message = f"{message}; {'drifted' if drift.report else 'corrected drift'}: {told}"
     return f"{line} ({message})" if message else line

@@ -57,6 +57,9 @@ HELM_HOOK_DELETE_POLICY = "helm.sh/hook-delete-policy"
 HELM_HOOK_WEIGHT = "helm.sh/hook-weight"
 FLUX_PRUNE = "kustomize.toolkit.fluxcd.io/prune"
 FLUX_SSA = "kustomize.toolkit.fluxcd.io/ssa"
+ANNOTATION_DRIFT = "convoy.dev/drift"
+DRIFT_IGNORE = "ignore"
+FLUX_DRIFT = "helm.toolkit.fluxcd.io/driftDetection"
 FLUX_RECONCILE = "kustomize.toolkit.fluxcd.io/reconcile"
 
 SKIP = "Skip"
@@ -336,9 +339,18 @@ def is_hook(manifest: Mapping[str, Any]) -> bool:
 
 
 def create_only(manifest: Mapping[str, Any]) -> bool:
-    """Flux ``ssa: IfNotPresent``: applied only while the object does not exist live."""
+    """Applied only while the object does not exist live: Flux ``ssa: IfNotPresent``, and
+    an object whose drift is ignored whole (:func:`drift_ignored`)."""
     value = _annotation(manifest, FLUX_SSA)
-    return isinstance(value, str) and value.lower() == "ifnotpresent"
+    return (isinstance(value, str) and value.lower() == "ifnotpresent") or drift_ignored(manifest)
+
+
+def drift_ignored(manifest: Mapping[str, Any]) -> bool:
+    """``convoy.dev/drift: ignore`` (or Flux's ``helm.toolkit.fluxcd.io/driftDetection:
+    disabled``): the object is created once and never updated (README, "Drift rules")."""
+    value = _annotation(manifest, ANNOTATION_DRIFT)
+    flux = _annotation(manifest, FLUX_DRIFT)
+    return value == DRIFT_IGNORE or (isinstance(flux, str) and flux.lower() == "disabled")
 
 
 def bookkeeping(manifest: Mapping[str, Any]) -> dict[str, Any]:

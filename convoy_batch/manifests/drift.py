@@ -1,7 +1,7 @@
-"""Drift rules (issue: living with other controllers), what they mean for one manifest:
-which paths of it convoy-batch leaves to other managers, the manifest without them (what
-an update sends), and the paths where a live object differs from what the render sets.
-Pure: over manifests as dicts.
+"""Drift rules (README, "Drift rules"), what they mean for one manifest: which paths of
+it convoy-batch leaves to other managers, what it sends for an object that exists (the
+manifest without them), and the paths where a live object differs from what an apply
+would leave. Pure: over manifests as dicts.
 
 A path is an RFC 6901 JSON pointer (``/spec/replicas``; ``""`` is the whole object:
 created once, never updated, still pruned). A rule applies to an object when every field
@@ -9,26 +9,41 @@ of its target matches: group, version and kind exactly, name and namespace as re
 expressions matched whole (as Flux's helm-controller), the labels of ``labelSelector``.
 The annotation ``convoy.dev/drift: ignore`` (or Flux's
 ``helm.toolkit.fluxcd.io/driftDetection: disabled``) is the pointer ``""``.
+
+Ignoring is not owning: an ignored path is set when the object is created and never
+written afterwards. An update sends :func:`managed` (the manifest without the ignored
+values) with, put back by :func:`restore`, the live values at the ignored paths that no
+other manager holds: a server-side apply removes a field its applier stops sending when
+no other manager owns it, so convoy-batch keeps holding, at its live value, an ignored
+field nobody else ever wrote.
 """
 
 import copy
+import functools
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from convoy_batch.kinds import group_of
+from convoy_batch.manifests.annotations import (
+    ANNOTATION_DRIFT,
+    DRIFT_IGNORE,
+    bookkeeping,
+    drift_ignored,
+)
 from convoy_batch.models import Drift, DriftMode, DriftTarget
 
-ANNOTATION_DRIFT = "convoy.dev/drift"
-FLUX_DRIFT = "helm.toolkit.fluxcd.io/driftDetection"
 WHOLE = ""
 """The pointer of the whole object."""
 
 Manifest = dict[str, Any]
 
 
+@functools.lru_cache(maxsize=4096)
 def tokens(pointer: str) -> tuple[str, ...]:
-    """The reference tokens of a JSON pointer (``~1`` is ``/``, ``~0`` is ``~``)."""
+    """The reference tokens of a JSON pointer (``~1`` is ``/``, ``~0`` is ``~``). Cached:
+    a pure function of the text, asked for the same few pointers on every object."""
     if pointer == WHOLE:
         return ()
     return tuple(t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:])
@@ -47,15 +62,34 @@ def mode_of(release: Drift | None, cluster: Drift | None) -> DriftMode:
     return DriftMode.CORRECT
 
 
+@dataclass(frozen=True)
+class Rules:
+    """The drift rules of one Release: its own and its Cluster's."""
+
+    release: Drift | None = None
+    cluster: Drift | None = None
+
+    @property
+    def mode(self) -> DriftMode:
+        return mode_of(self.release, self.cluster)
+
+    def ignored(self, manifest: Mapping[str, Any]) -> tuple[str, ...]:
+        """The pointers left to other managers for ``manifest`` (see :func:`ignored`)."""
+        if not (self.release and self.release.ignore) and not (
+            self.cluster and self.cluster.ignore
+        ):
+            return (WHOLE,) if drift_ignored(manifest) else ()
+        return ignored(manifest, self.release, self.cluster)
+
+
+NO_RULES = Rules()
+"""No rule: every path is convoy-batch's, drift is corrected."""
+
+
 def ignored(manifest: Mapping[str, Any], *rules: Drift | None) -> tuple[str, ...]:
     """The pointers ``rules`` (a Release's and its Cluster's) leave to other managers for
     ``manifest``, in order, without repeats; ``("",)`` for an object ignored whole."""
-    meta = manifest.get("metadata") or {}
-    annotations = meta.get("annotations") or {}
-    if (
-        annotations.get(ANNOTATION_DRIFT) == "ignore"
-        or str(annotations.get(FLUX_DRIFT, "")).lower() == "disabled"
-    ):
+    if drift_ignored(manifest):
         return (WHOLE,)
     found: list[str] = []
     for drift in rules:
@@ -85,28 +119,78 @@ def matches(target: DriftTarget, manifest: Mapping[str, Any]) -> bool:
     return all(checks)
 
 
-def without(manifest: Mapping[str, Any], pointers: Sequence[str]) -> Manifest | None:
-    """A copy of ``manifest`` without the values at ``pointers`` (what an update of the
-    object sends); None for an object ignored whole (no update is sent). A pointer to
-    something the manifest does not set is passed over."""
+def managed(manifest: Mapping[str, Any], pointers: Sequence[str]) -> Mapping[str, Any]:
+    """What convoy-batch manages of ``manifest`` once the object exists: the manifest
+    without the values at ``pointers`` (its label and render annotation always kept; a
+    pointer to something the manifest does not set is passed over). An object ignored
+    whole is stamped ``convoy.dev/drift: ignore``, which makes it create-only (only
+    convoy-batch's label and render annotation are written to it once it exists).
+    ``manifest`` is never changed: what differs is copied along its path."""
+    if not pointers:
+        return manifest
     if WHOLE in pointers:
-        return None
-    result = copy.deepcopy(dict(manifest))
+        return dict(_put(manifest, ("metadata", "annotations", ANNOTATION_DRIFT), DRIFT_IGNORE))
+    result: Any = manifest
     for text in pointers:
-        _remove(result, tokens(text))
-    return result
+        result = _without(result, tokens(text))
+    kept = bookkeeping(manifest)["metadata"]
+    for field in ("labels", "annotations"):
+        for name, value in kept[field].items():
+            if value is not None and _at(result, ("metadata", field, name)) != value:
+                result = _put(result, ("metadata", field, name), value)
+    return dict(result)
 
 
-def _remove(node: Any, parts: tuple[str, ...]) -> None:
-    *parents, last = parts
-    for part in parents:
-        node = _child(node, part)
-        if node is None:
-            return
-    if isinstance(node, dict):
-        node.pop(last, None)
-    elif isinstance(node, list) and last.isdigit() and int(last) < len(node):
-        del node[int(last)]
+def restore(
+    form: Mapping[str, Any], live: Mapping[str, Any], pointers: Sequence[str]
+) -> Mapping[str, Any]:
+    """``form`` (from :func:`managed`) with ``live``'s values at ``pointers`` put back:
+    what an update of an existing object sends, so that what convoy-batch stops writing
+    keeps its live value. A pointer ``live`` holds nothing at is passed over; neither
+    ``form`` nor ``live`` is changed."""
+    result: Any = form
+    for text in pointers:
+        parts = tokens(text)
+        value = _at(live, parts) if parts else MISSING
+        if value is not MISSING:
+            result = _put(result, parts, copy.deepcopy(value))
+    return dict(result)
+
+
+def _without(node: Any, parts: tuple[str, ...]) -> Any:
+    """``node`` without the value at ``parts``, copied along the path (``node`` itself
+    when there is nothing there)."""
+    head, rest = parts[0], parts[1:]
+    if isinstance(node, Mapping):
+        if head not in node:
+            return node
+        if not rest:
+            return {k: v for k, v in node.items() if k != head}
+        child = _without(node[head], rest)
+        return node if child is node[head] else {**node, head: child}
+    if isinstance(node, list) and head.isdigit() and int(head) < len(node):
+        index = int(head)
+        if not rest:
+            return node[:index] + node[index + 1 :]
+        child = _without(node[index], rest)
+        return node if child is node[index] else [*node[:index], child, *node[index + 1 :]]
+    return node
+
+
+def _put(node: Any, parts: tuple[str, ...], value: Any) -> Any:
+    """``node`` with ``value`` at ``parts`` (missing mappings on the way made; a list item
+    put back where :func:`_without` took it from), copied along the path."""
+    head, rest = parts[0], parts[1:]
+    if isinstance(node, Mapping):
+        child = _put(node.get(head) or {}, rest, value) if rest else value
+        return {**node, head: child}
+    if isinstance(node, list) and head.isdigit():
+        index = int(head)
+        if not rest and index <= len(node):
+            return [*node[:index], value, *node[index:]]
+        if rest and index < len(node):
+            return [*node[:index], _put(node[index], rest, value), *node[index + 1 :]]
+    return node
 
 
 def _child(node: Any, part: str) -> Any:
@@ -117,38 +201,48 @@ def _child(node: Any, part: str) -> Any:
     return None
 
 
-def drifted(
-    desired: Mapping[str, Any], live: Mapping[str, Any], pointers: Sequence[str] = ()
-) -> list[str]:
-    """The pointers of the values ``desired`` sets that ``live`` holds otherwise (a value
-    missing or different), leaving out those under ``pointers`` (ignored) and what is
-    not the object's own (``status``); a list is compared whole."""
-    if WHOLE in pointers:
-        return []
-    skip = [tokens(p) for p in pointers]
-    found = []
-    for path, value in _leaves(desired, ()):
-        if path[:1] == ("status",) or any(path[: len(s)] == s for s in skip):
-            continue
-        if _at(live, path) != value:
-            found.append(pointer(path))
+SERVER_METADATA = frozenset(
+    {"generation", "uid", "creationTimestamp", "resourceVersion", "deletionTimestamp"}
+    | {"managedFields", "selfLink"}
+)
+"""What the server keeps of an object's metadata by itself: never drift."""
+_SERVER_PATHS = {(field,) for field in SERVER_METADATA}
+
+
+def differences(after: Mapping[str, Any], live: Mapping[str, Any]) -> list[str]:
+    """The pointers where ``live`` differs from ``after`` (what an apply would leave):
+    through mappings key by key (both ways), through lists of the same length item by
+    item; ``status`` and the server's own metadata left out. Paths only: no value."""
+    found: list[str] = []
+    _differ(after, live, (), found)
     return found
 
 
-def _leaves(node: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
-    if isinstance(node, dict) and node:
-        for key, value in node.items():
-            yield from _leaves(value, (*path, str(key)))
-    else:
-        yield path, node
+def _differ(a: Any, b: Any, path: tuple[str, ...], found: list[str]) -> None:
+    if path == ("status",) or (path[:1] == ("metadata",) and path[1:] in _SERVER_PATHS):
+        return
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in [*a, *(k for k in b if k not in a)]:
+            _differ(a.get(key, MISSING), b.get(key, MISSING), (*path, str(key)), found)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for index, (x, y) in enumerate(zip(a, b, strict=True)):
+            _differ(x, y, (*path, str(index)), found)
+    elif a != b:
+        found.append(pointer(path))
 
 
-_MISSING = object()
+MISSING = object()
+"""What a path an object holds nothing at reads as."""
+
+
+def value_at(node: Any, pointer: str) -> Any:
+    """The value at a JSON pointer of ``node``, or :data:`MISSING`."""
+    return _at(node, tokens(pointer))
 
 
 def _at(node: Any, path: tuple[str, ...]) -> Any:
     for part in path:
-        if not isinstance(node, dict) or part not in node:
-            return _MISSING
-        node = node[part]
+        node = _child(node, part) if isinstance(node, (dict, list)) else None
+        if node is None:
+            return MISSING
     return node

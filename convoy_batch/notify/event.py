@@ -8,9 +8,9 @@ URL and no token.
 from enum import StrEnum
 
 from convoy_batch.models import Model, ReleaseStatus, RolloutState
-from convoy_batch.reasons import ERROR_REASONS
+from convoy_batch.reasons import DRIFT_REASONS, ERROR_REASONS, Reason
 from convoy_batch.rollout.retire import parse_retired
-from convoy_batch.rollout.status import state_of, transition, written_at
+from convoy_batch.rollout.status import drift_lines, state_of, transition, written_at
 from convoy_batch.timefmt import format_time
 
 
@@ -67,7 +67,9 @@ class Event(Model):
     def summary(self) -> str:
         """One line a person reads (the Slack text, a commit status's description)."""
         where = f"{self.release} ({self.cluster})" if self.cluster else self.release
-        if self.transition or self.reason != self.outcome:
+        if self.reason in DRIFT_REASONS and not self.transition:  # the drift alone
+            head = f"{where}: {self.reason}"
+        elif self.transition or self.reason != self.outcome:
             head = f"{where}: {self.previous_state} -> {self.state} ({self.reason})"
         else:
             head = f"{where}: {self.outcome}"
@@ -86,6 +88,9 @@ def event_of(
     old, new, reason = transition(before, after)
     attempt, rollout = after.last_attempted, after.rollout
     written = written_at(after)
+    message = attempt.message if attempt else ""
+    if reason in DRIFT_REASONS:  # a change of the drift fields alone: what drifted
+        message = "; ".join(drift_lines(after, Reason(reason))) or "no drift left"
     return Event(
         commit=commit,
         release=release,
@@ -94,7 +99,7 @@ def event_of(
         state=new,
         reason=reason,
         outcome=attempt.reason if attempt else "-",
-        message=attempt.message if attempt else "",
+        message=message,
         render_ref=rollout.render_ref if rollout else attempt.render_ref if attempt else None,
         revision=_revision(after),
         time=format_time(written) if written else fallback_time,

@@ -2,13 +2,17 @@
 why. The Dagster layer colours each Release with it (its asset check) and fails a run on
 the Releases that :func:`alarm` names.
 
+Drift (README, "Drift rules") never changes the glance: a drifted Release that Succeeded
+is still passed, and its line says what drifted (:func:`drift_note`), paths only.
+
 Pure: a function of statuses, no I/O.
 """
 
 from enum import StrEnum
 
-from convoy_batch.models import ReleaseStatus, RolloutState
+from convoy_batch.models import DriftedObject, ReleaseStatus, RolloutState
 from convoy_batch.reasons import ERROR_REASONS, Reason
+from convoy_batch.timefmt import format_time
 
 
 class Glance(StrEnum):
@@ -57,6 +61,36 @@ def headline(status: ReleaseStatus) -> str:
     if message:
         parts.append(message)
     return ": ".join(parts)
+
+
+def drift_note(status: ReleaseStatus) -> str | None:
+    """``drifted since <time>: <object> <paths>; ...``: what ``status.drift`` (Report mode)
+    records, the paths and never a value. None when nothing drifted."""
+    drift = status.drift
+    if drift is None:
+        return None
+    return f"drifted since {format_time(drift.since)}: {_objects(drift.objects)}"
+
+
+def correction_note(status: ReleaseStatus) -> str | None:
+    """``corrected drift at <time>: <object> <paths>; ...``: the first correction of the
+    last drift episode (Correct mode). None when drift was never corrected."""
+    correction = status.last_drift_correction
+    if correction is None:
+        return None
+    return f"corrected drift at {format_time(correction.time)}: {_objects(correction.objects)}"
+
+
+def _objects(objects: tuple[DriftedObject, ...]) -> str:
+    return "; ".join(o.describe() for o in objects)
+
+
+def summary_line(status: ReleaseStatus) -> str:
+    """The :func:`headline`, then what drifted when the status records drift: the line of
+    the Dagster check and materialization (a drifted Release never reads as a plain pass)."""
+    line = headline(status)
+    note = drift_note(status)
+    return f"{line}; {note}" if note else line
 
 
 def alarm(prior: ReleaseStatus, status: ReleaseStatus, *, errored: bool) -> str | None:

@@ -12,6 +12,9 @@ from convoy_batch.models import (
     Attempt,
     Condition,
     ConditionStatus,
+    DriftCorrection,
+    DriftedObject,
+    DriftReport,
     ReleaseStatus,
     RenderRecord,
     Rollout,
@@ -37,6 +40,18 @@ class RenderId:
 
 
 @dataclass(frozen=True)
+class DriftSeen:
+    """What one sync found of its render's objects that drifted (README, "Drift rules")."""
+
+    objects: tuple[DriftedObject, ...]
+    report: bool
+    """Report mode: left as it is and recorded in ``status.drift``; else corrected."""
+    ongoing: bool = False
+    """The reconcile before found drift too: the same episode (Correct mode records its
+    first correction only)."""
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What one reconcile of one Release did (SPEC 4)."""
 
@@ -55,6 +70,9 @@ class Outcome:
     note: str = ""
     """A line the status commit's message carries after its subject (a forced sync past
     a closed sync window names the windows)."""
+    drift: DriftSeen | None = None
+    """What the sync found drifted; None: drift was not looked at (the status keeps its
+    drift fields)."""
 
     @property
     def is_error(self) -> bool:
@@ -127,6 +145,24 @@ def _history(
     return (entry, *prior)[:HISTORY_LIMIT]
 
 
+def _drift(
+    prior: ReleaseStatus, seen: DriftSeen | None, now: datetime
+) -> tuple[DriftReport | None, DriftCorrection | None]:
+    """``status.drift`` (Report mode: what drifted, since the tick that first found drift)
+    and ``status.lastDriftCorrection`` (Correct mode: the first correction of an episode)."""
+    correction = prior.last_drift_correction
+    if seen is None:
+        return prior.drift, correction
+    if seen.report:
+        if not seen.objects:
+            return None, correction
+        since = prior.drift.since if prior.drift is not None else now
+        return DriftReport(objects=seen.objects, since=since), correction
+    if seen.objects and not seen.ongoing:
+        correction = DriftCorrection(time=now, objects=seen.objects)
+    return None, correction
+
+
 def _conditions(
     prior: tuple[Condition, ...], rollout: Rollout | None, now: datetime
 ) -> tuple[Condition, ...]:
@@ -174,6 +210,7 @@ def assemble_status(
     last_healthy = prior.last_healthy
     if attempt_healthy and render is not None:
         last_healthy = _record(prior.last_healthy, render, now)
+    drift, correction = _drift(prior, outcome.drift, now)
     return ReleaseStatus(
         rollout=rollout,
         last_attempted=_attempt(prior.last_attempted, outcome, now),
@@ -185,6 +222,8 @@ def assemble_status(
         last_handled_force_sync_at=(
             force_sync_at if force_sync_at is not None else prior.last_handled_force_sync_at
         ),
+        drift=drift,
+        last_drift_correction=correction,
     )
 
 
@@ -224,7 +263,40 @@ def transition(before: ReleaseStatus | None, after: ReleaseStatus | None) -> tup
     if rollout is not None and (prior is None or _moved(prior, rollout)):
         return old, new, rollout.reason
     attempt = after.last_attempted if after is not None else None
+    if after is not None and (drift := _drift_only(before, after)) is not None:
+        return old, new, drift
     return old, new, attempt.reason if attempt else NO_VALUE
+
+
+def _drift_only(before: ReleaseStatus | None, after: ReleaseStatus) -> Reason | None:
+    """The drift change of a status change whose attempt kept its reason (None: not one)."""
+    old = before.last_attempted if before is not None else None
+    new = after.last_attempted
+    same = (old.reason if old else None) == (new.reason if new else None)
+    return drift_change(before, after) if same else None
+
+
+def drift_change(before: ReleaseStatus | None, after: ReleaseStatus) -> Reason | None:
+    """What a status change did to the drift fields: a new correction, a drift found or
+    changed, a drift cleared; None when they did not change."""
+    old_correction = before.last_drift_correction if before is not None else None
+    old_drift = before.drift if before is not None else None
+    if after.last_drift_correction is not None and after.last_drift_correction != old_correction:
+        return Reason.DRIFT_CORRECTED
+    if after.drift is not None and after.drift != old_drift:
+        return Reason.DRIFTED
+    if after.drift is None and old_drift is not None:
+        return Reason.DRIFT_RESOLVED
+    return None
+
+
+def drift_lines(status: ReleaseStatus, reason: Reason) -> list[str]:
+    """The drifted objects a drift change names, one line each (paths only)."""
+    if reason == Reason.DRIFT_CORRECTED and status.last_drift_correction is not None:
+        return [o.describe() for o in status.last_drift_correction.objects]
+    if reason == Reason.DRIFTED and status.drift is not None:
+        return [o.describe() for o in status.drift.objects]
+    return []
 
 
 def _moved(prior: Rollout, rollout: Rollout) -> bool:
@@ -240,6 +312,10 @@ def written_at(status: ReleaseStatus | None) -> datetime | None:
         times.append(status.last_attempted.time)
     if status.rollout is not None:
         times.append(status.rollout.started_at)
+    if status.drift is not None:
+        times.append(status.drift.since)
+    if status.last_drift_correction is not None:
+        times.append(status.last_drift_correction.time)
     return max(times, default=None)
 
 
@@ -263,5 +339,7 @@ def commit_message(release: str, old: ReleaseStatus, new: ReleaseStatus) -> str:
             return f"{release}: {state_name(before)} -> {NO_STATE} ({reason})"
         ref = short_ref(after.render_ref)
         return f"{release}: {state_name(before)} -> {state_name(after)} ({after.reason}) {ref}"
+    if (drift := _drift_only(old, new)) is not None:
+        return with_note(f"{release}: {drift}", "\n".join(drift_lines(new, drift)))
     reason = new.last_attempted.reason if new.last_attempted else "status"
     return f"{release}: {reason}"

@@ -1,7 +1,7 @@
 """A decided change of a cluster (:class:`Step`): what a sync or a rollback carries out,
 and what a write-ahead record holds. Pure data."""
 
-from convoy_batch.models import Model, Phase
+from convoy_batch.models import Model, ObjectKey, Phase
 
 
 class Step(Model):
@@ -16,3 +16,5 @@ class Step(Model):
     """Whether the prune step runs after the apply (its deletes follow the sync policy)."""
     prune_enabled: bool = True
     """``spec.syncPolicy.prune`` when the step was decided."""
+    leave: tuple[ObjectKey, ...] = ()
+    """Objects of the render not sent: drift a Report-mode sync leaves as it is."""

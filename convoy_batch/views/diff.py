@@ -17,6 +17,13 @@ Decided:
 - Objects match by identity (group, kind, namespace, name), so a new apiVersion of the
   same object is a change, not a removal and an addition. The convoy label and render
   annotation are left out of the comparison.
+- ``live`` follows the Release's drift rules (README, "Drift rules"): an existing object
+  is compared with what an apply would leave, its live values kept at the paths the rules
+  ignore, so a difference there is no change. Each such path is listed under the object,
+  its live value and the render's (a Secret's masked) marked ``# ignored (drift rules)``;
+  an object whose only differences are there is ``ignored``, as is an object ignored
+  whole (created once, never updated) that differs. ``ignored`` is not counted by
+  :attr:`ReleaseDiff.changed` nor ``--exit-code``.
 - A Release whose file is gone at the revision is reported as the tick after the merge
   retires it (``engine/retire.py``): each object it would delete ``removed``, each it
   leaves ``kept``, and the retirement's verdict (Delete, Orphan, Adopted, or why it waits
@@ -42,15 +49,18 @@ from convoy_batch.engine.retire import (
     planned_message,
     retired_kept,
 )
+from convoy_batch.engine.stages.drift import rules_of
 from convoy_batch.engine.stages.hooks import deleted_hooks
 from convoy_batch.engine.stages.render import resolve_cluster, stage_render
 from convoy_batch.engine.tick import Tick
 from convoy_batch.errors import ConvoyError
+from convoy_batch.manifests.drift import MISSING, WHOLE, managed, restore, value_at
 from convoy_batch.models import (
     ANNOTATION_RENDER,
     LABEL_RELEASE,
     Identity,
     ObjectKey,
+    Release,
     ReleaseInventory,
     key_of,
 )
@@ -59,10 +69,15 @@ from convoy_batch.repo.gitops import ReleaseEntry
 from convoy_batch.rollout.retire import Fate
 from convoy_batch.views.inspect import plan_entry
 
-Change = Literal["added", "changed", "removed", "kept"]
-"""``kept``: gone from the render but not pruned (``prune: false``)."""
+Change = Literal["added", "changed", "removed", "kept", "ignored"]
+"""``kept``: gone from the render but not pruned (``prune: false``); ``ignored`` (live
+only): it differs only where its drift rules leave it to other managers."""
 Against = Literal["applied", "live", "HEAD"]
 MASK = "***"
+IGNORED = "# ignored (drift rules)"
+"""What marks a path (or an object ignored whole) the drift rules leave alone."""
+_SHOWN = 60
+"""The longest value an ignored path's line shows (longer ones are cut)."""
 _SERVER_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 
 
@@ -71,7 +86,12 @@ class ObjectChange:
     key: ObjectKey
     change: Change
     diff: tuple[str, ...] = ()
-    """The unified diff of the object's YAML (``changed`` only), Secret values masked."""
+    """The unified diff of the object's YAML (``changed`` only), then one line for each
+    path its drift rules ignore where it differs (``changed`` and ``ignored``), Secret
+    values masked."""
+    ignored: tuple[str, ...] = ()
+    """The pointers its drift rules ignore where the live object differs (``""``: the
+    whole object); never counted as a change."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +113,7 @@ class ReleaseDiff:
     @property
     def changed(self) -> bool:
         """An object would be added, changed or removed, or the Release is gone."""
-        return self.gone or any(c.change != "kept" for c in self.changes)
+        return self.gone or any(c.change not in ("kept", "ignored") for c in self.changes)
 
     @property
     def rollout_changes(self) -> bool:
@@ -150,7 +170,7 @@ def diff_release(tick: Tick, head: Tick, entry: ReleaseEntry, live: bool) -> Rel
         desired, baseline = _sides(tick, head, name, rendered.render, live)
     except ConvoyError as exc:
         return ReleaseDiff(name, error=f"{name}: {exc.reason}: {exc}")
-    changes = compare(desired, baseline)
+    changes = compare(desired, baseline, _ignored(tick, release, rendered.render) if live else {})
     result = ReleaseDiff(
         name, rendered.cluster.name, baseline.against, changes, len(baseline.objects), row, line
     )
@@ -307,19 +327,35 @@ def _from_server(obj: Mapping[str, Any]) -> Manifest:
 # --- Comparing ---------------------------------------------------------------------------
 
 
+def _ignored(tick: Tick, release: Release, render: Render) -> dict[Identity, tuple[str, ...]]:
+    """The pointers each object's drift rules leave to other managers (none for a hook:
+    it is created anew for each render)."""
+    rules = rules_of(tick, release)
+    found = {o.key.identity(): rules.ignored(o.manifest) for o in render.objects if o.hook is None}
+    return {ident: pointers for ident, pointers in found.items() if pointers}
+
+
 def compare(
-    desired: Mapping[Identity, tuple[ObjectKey, Manifest]], baseline: _Baseline
+    desired: Mapping[Identity, tuple[ObjectKey, Manifest]],
+    baseline: _Baseline,
+    ignored: Mapping[Identity, tuple[str, ...]] = ({}),
 ) -> tuple[ObjectChange, ...]:
-    """Added, changed, then removed or kept objects, each in identity order."""
+    """Added, changed or ignored, then removed or kept objects, each in identity order;
+    ``ignored``: the pointers each object's drift rules ignore (live only)."""
     now = baseline.objects
     added = [ObjectChange(key, "added") for ident, (key, _) in sorted(desired.items())
              if ident not in now]  # fmt: skip
     changed = []
     for ident, (key, obj) in sorted(desired.items()):
         if ident in now:
-            lines = _object_diff(key, now[ident][1], obj, baseline.against)
-            if lines is not None:
-                changed.append(ObjectChange(key, "changed", lines))
+            pointers = ignored.get(ident, ())
+            if baseline.against == "live":
+                found = _live_change(key, now[ident][1], obj, pointers)
+            else:
+                lines = _object_diff(key, now[ident][1], obj, baseline.against)
+                found = ObjectChange(key, "changed", lines) if lines is not None else None
+            if found is not None:
+                changed.append(found)
     removed = [
         ObjectChange(key, "removed" if prune else "kept")
         for ident, (key, _, prune) in sorted(now.items())
@@ -346,6 +382,53 @@ def _object_diff(
         _yaml(old), _yaml(new), f"{against}/{key}", f"revision/{key}", lineterm=""
     )
     return tuple(lines)
+
+
+def _live_change(
+    key: ObjectKey, live: Manifest | None, new: Manifest, pointers: Sequence[str]
+) -> ObjectChange | None:
+    """How the live object differs from what an apply of ``new`` would leave, its drift
+    rules' ``pointers`` left as they are live; None when it does not differ."""
+    if not pointers or live is None:
+        lines = _object_diff(key, live, new, "live")
+        return ObjectChange(key, "changed", lines) if lines is not None else None
+    stored = dict(as_stored(new))
+    if WHOLE in pointers:  # created once, never updated: any difference is left alone
+        if covers(stored, live):
+            return None
+        line = f"(the whole object: created once, never updated)  {IGNORED}"
+        return ObjectChange(key, "ignored", (line,), (WHOLE,))
+    marks = _ignored_paths(key, stored, live, pointers)
+    after = dict(restore(managed(stored, pointers), live, pointers))
+    lines = _object_diff(key, live, after, "live")
+    paths = tuple(p for p, _ in marks)
+    shown = tuple(line for _, line in marks)
+    if lines is None:
+        return ObjectChange(key, "ignored", shown, paths) if marks else None
+    return ObjectChange(key, "changed", (*lines, *shown), paths)
+
+
+def _ignored_paths(
+    key: ObjectKey, stored: Manifest, live: Manifest, pointers: Sequence[str]
+) -> list[tuple[str, str]]:
+    """Each pointer where the live object differs from what ``stored`` sets, with its
+    line: the live value (which stays) and the render's, a Secret's masked."""
+    secret = not key.group and key.kind == "Secret"
+    found = []
+    for text in pointers:
+        wanted, there = value_at(stored, text), value_at(live, text)
+        if wanted is MISSING or (there is not MISSING and covers(wanted, there)):
+            continue
+        now = "(absent)" if there is MISSING else MASK if secret else _shown(there)
+        render = MASK if secret else _shown(wanted)
+        found.append((text, f"{text}: {now}  {IGNORED}; the render sets {render}"))
+    return found
+
+
+def _shown(value: Any) -> str:
+    """A value on one line (JSON), cut at ``_SHOWN`` characters."""
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
 
 def project(live: Any, desired: Any) -> Any:

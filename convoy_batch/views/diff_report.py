@@ -4,9 +4,10 @@ then one collapsible section per Release), rows for yaml and json. Pure: no I/O.
 from collections.abc import Sequence
 from typing import Any
 
+from convoy_batch.manifests.drift import WHOLE
 from convoy_batch.views.diff import ObjectChange, ReleaseDiff
 
-_SIGN = {"added": "+", "changed": "~", "removed": "-", "kept": "="}
+_SIGN = {"added": "+", "changed": "~", "removed": "-", "kept": "=", "ignored": "#"}
 _AGAINST = {
     "applied": "the applied render",
     "live": "the live cluster",
@@ -18,14 +19,18 @@ def summary(d: ReleaseDiff) -> str:
     if d.error is not None or d.gone:
         return d.error or d.plan_line
     counts = ", ".join(f"{d.count(c)} {c}" for c in ("added", "changed", "removed"))
-    kept = d.count("kept")
+    kept, ignored = d.count("kept"), d.count("ignored")
     counts += f", {kept} kept (prune: false)" if kept else ""
+    said = counts if d.changed else "no change"
+    said += f", {ignored} ignored (drift rules)" if ignored else ""
     against = _AGAINST[d.against or "applied"]
-    return f"{d.name}: {counts if d.changed else 'no change'} against {against}"
+    return f"{d.name}: {said} against {against}"
 
 
 def _object_line(c: ObjectChange, gone: bool = False) -> str:
     notes = {"removed": " (pruned)", "kept": " (left in place: prune false)"}
+    if c.change == "ignored":
+        notes["ignored"] = " (ignored whole)" if WHOLE in c.ignored else " (ignored paths only)"
     if gone:  # a removed Release's retirement deletes or leaves it
         notes = {"removed": " (deleted)", "kept": " (left in place)"}
     return f"{_SIGN[c.change]} {c.key}{notes.get(c.change, '')}"
@@ -67,7 +72,7 @@ def markdown(revision: str, diffs: Sequence[ReleaseDiff], warnings: Sequence[str
     if every:
         lines += ["", *[f"> **Warning:** {w}" for w in every]]
     for d in diffs:
-        if d.changed and d.changes:
+        if (d.changed or d.count("ignored")) and d.changes:
             lines += ["", f"<details><summary>{_cell(summary(d))}</summary>", "", "```diff"]
             for c in d.changes:
                 lines.append(_object_line(c, d.gone))
@@ -89,6 +94,8 @@ def _cell(text: str) -> str:
 
 
 def rows(diffs: Sequence[ReleaseDiff], warnings: Sequence[str]) -> dict[str, Any]:
+    """Each Release and its changes; a change's ``ignored`` (the pointers its drift rules
+    ignore where the live object differs) only when there is one."""
     releases = [
         {
             "name": d.name,
@@ -97,7 +104,9 @@ def rows(diffs: Sequence[ReleaseDiff], warnings: Sequence[str]) -> dict[str, Any
             "error": d.error,
             "gone": d.gone,
             "changes": [
-                {"object": str(c.key), "change": c.change, "diff": list(c.diff)} for c in d.changes
+                {"object": str(c.key), "change": c.change, "diff": list(c.diff)}
+                | ({"ignored": list(c.ignored)} if c.ignored else {})
+                for c in d.changes
             ],
             "plan": d.plan,
             "warnings": d.warnings,

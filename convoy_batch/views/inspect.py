@@ -27,6 +27,7 @@ from convoy_batch.reasons import GATE_REASONS, Reason
 from convoy_batch.reconcile import decide, pending_force_sync
 from convoy_batch.repo.gitops import ReleaseEntry
 from convoy_batch.rollout import Outcome
+from convoy_batch.rollout.glance import drift_note
 from convoy_batch.rollout.status import short_ref, state_name
 from convoy_batch.ticks.runner import select
 from convoy_batch.timefmt import format_time
@@ -36,9 +37,12 @@ def status_row(
     name: str, status: ReleaseStatus, error: str | None, commit: str | None = None
 ) -> dict[str, Any]:
     """What ``status`` prints of one Release: the fields of the Dagster materialization
-    (state, reason, message, renderRef, revision, applied, commit) and since, lastHealthy."""
+    (state, reason, message, renderRef, revision, applied, commit) and since, lastHealthy;
+    ``drift`` and ``lastDriftCorrection`` as the status file has them (paths, never a
+    value), null when unset."""
     attempt, rollout = status.last_attempted, status.rollout
     since = rollout.started_at if rollout else (attempt.time if attempt else None)
+    drift, correction = status.drift, status.last_drift_correction
     return {
         "name": name,
         "state": rollout.state.value if rollout else None,
@@ -50,6 +54,10 @@ def status_row(
         "commit": commit,
         "since": format_time(since) if since else None,
         "lastHealthy": status.last_healthy.render_ref if status.last_healthy else None,
+        "drift": drift.model_dump(mode="json", by_alias=True) if drift else None,
+        "lastDriftCorrection": (
+            correction.model_dump(mode="json", by_alias=True) if correction else None
+        ),
     }
 
 
@@ -75,8 +83,9 @@ def status_rows(
     # A removed Release is listed while its status file is there (its deletion waits).
     gone = [n for n in gone_names(tick) if name in (None, n)]
     commits = last_status_commits(tick.repo.repo, [e.name for e in entries] + gone)
-    rows = [status_row(e.name, tick.status(e.name), e.error, commits.get(e.name)) for e in entries]
-    rows += [status_row(n, tick.status(n), None, commits.get(n)) for n in gone]
+    statuses = {n: tick.status(n) for n in [e.name for e in entries] + gone}
+    errors = {e.name: e.error for e in entries}
+    rows = [status_row(n, s, errors.get(n), commits.get(n)) for n, s in statuses.items()]
     notes = {e.name: _windows(tick, e) for e in entries}
     for row in rows:
         row["syncWindows"] = notes.get(row["name"])
@@ -84,6 +93,7 @@ def status_rows(
         f"{r['name']:<24} {r['state'] or '-':<12} {r['reason'] or 'never reconciled':<22} "
         f"render={short_ref(r['renderRef'])} since={r['since'] or '-'}"
         + (f" ({r['syncWindows']})" if r["syncWindows"] else "")
+        + (f" ({note})" if (note := drift_note(statuses[r["name"]])) else "")
         for r in rows
     ]
     return rows, lines

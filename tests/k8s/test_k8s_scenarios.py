@@ -294,16 +294,16 @@ def test_an_api_server_stopped_mid_tick_fails_the_rest_and_the_next_tick_converg
     first = threading.Lock()
     stopped = threading.Event()
 
-    def apply_then_stop(self: kubernetes.KubernetesDeployer, objects: Any) -> int:
+    def apply_then_stop(self: kubernetes.KubernetesDeployer, objects: Any, rules: Any) -> int:
         # Releases may be applied on several threads: whichever comes first is applied,
         # then the server goes away before any other apply starts.
         if first.acquire(blocking=False):
-            written = applied(self, objects)
+            written = applied(self, objects, rules)
             s.kube.script("stop-apiserver")
             stopped.set()
             return written
         stopped.wait(timeout=60)
-        return applied(self, objects)
+        return applied(self, objects, rules)
 
     monkeypatch.setattr(kubernetes.KubernetesDeployer, "apply", apply_then_stop)
     try:

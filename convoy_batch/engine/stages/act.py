@@ -14,6 +14,7 @@ from convoy_batch.engine.stages.inventory import (
     record_applied,
 )
 from convoy_batch.errors import ConvoyError
+from convoy_batch.manifests.drift import NO_RULES, Rules
 from convoy_batch.models import SYNC_FAIL, Identity, ObjectKey, ReleaseInventory
 from convoy_batch.renderers.pipeline import Render, RenderedObject
 from convoy_batch.rollout import Outcome
@@ -112,9 +113,12 @@ def carry_out(
     step: Step,
     record: Record,
     claimants: Claimants = no_claimants,
+    rules: Rules = NO_RULES,
 ) -> Acted:
     """Apply the step's objects phase by phase, record them, then prune when the step
-    says so (sparing what ``claimants`` shows another Release owns). Inventory before
+    says so (sparing what ``claimants`` shows another Release owns). ``rules``: the
+    Release's drift rules (the paths an existing object keeps); the step's ``leave`` are
+    not sent. Inventory before
     apply: every object of the step is in the inventory (``record``) before the first
     request that may create it, so an apply that fails or is killed half-way leaves
     nothing that later ticks cannot prune."""
@@ -127,9 +131,11 @@ def carry_out(
         else [render.by_phase(phase) for phase in step.phases]
     )
     written = 0
+    leave = {key.identity() for key in step.leave}
     for objects in batches:
         try:
-            written += deployer.apply([o.manifest for o in objects])
+            sent = [o.manifest for o in objects if o.key.identity() not in leave]
+            written += deployer.apply(sent, rules)
         except ConvoyError as exc:
             # Even a failed apply may have created some of its objects before it stopped.
             return Acted(present, failure=exc, sent=True)

@@ -8,9 +8,11 @@ decided :class:`~convoy_batch.rollout.RollBack`. I/O through the stores and the 
 """
 
 import logging
+from dataclasses import replace
 
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.engine.stages.act import Writes, carry_out, expected_inventory
+from convoy_batch.engine.stages.drift import check_drift, rules_of
 from convoy_batch.engine.stages.hooks import apply_sync_fail, delete_finished_hooks
 from convoy_batch.engine.tick import Tick
 from convoy_batch.models import Release, ReleaseInventory, ReleaseStatus
@@ -50,15 +52,19 @@ def apply_last_healthy(
         return rollback.failed(message), inventory
     render = load_render(blob, release.name, healthy.revision)
     rendered = RenderId(ref=render.ref, revision=healthy.revision)
+    rules = rules_of(tick, release)
+    drift = check_drift(tick, release, render, inventory, deployer, rules)
     step = Step(
         render_ref=render.ref,
         revision=healthy.revision,
         prune=True,
         prune_enabled=release.spec.sync_policy.prune,
+        leave=drift.leave,
     )
+    applied = replace(rollback.applied(rendered), drift=drift.seen)
     tick.stores.renders.settle(render.ref)  # what the record points at is durable first
-    writes.ahead(step, rollback.applied(rendered), expected_inventory(inventory, render, step))
-    acted = carry_out(deployer, inventory, render, step, record, writes.claimants)
+    writes.ahead(step, applied, expected_inventory(inventory, render, step))
+    acted = carry_out(deployer, inventory, render, step, record, writes.claimants, rules)
     if acted.failure is not None:
         log.warning("%s: rollback apply failed: %s", release.name, acted.failure)
         message = f"rollback failed: {acted.failure}"
@@ -67,11 +73,11 @@ def apply_last_healthy(
         log.warning("%s: rollback prune failed: %s", release.name, acted.errors[0])
         return rollback.failed(f"rollback failed: {acted.errors[0]}"), acted.inventory
     if failed is None:
-        return rollback.applied(rendered), acted.inventory
+        return applied, acted.inventory
     after, errors = delete_finished_hooks(deployer, acted.inventory, failed, record, status.waves)
     for error in errors:
         log.warning("%s: hook not deleted: %s", release.name, error)
-    return rollback.applied(rendered), after
+    return applied, after
 
 
 def expected_rollback(rollback: RollBack, status: ReleaseStatus) -> Outcome:

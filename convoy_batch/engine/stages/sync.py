@@ -15,6 +15,7 @@ from datetime import datetime
 
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.engine.stages.act import Writes, carry_out, expected_inventory
+from convoy_batch.engine.stages.drift import check_drift, rules_of
 from convoy_batch.engine.stages.hooks import (
     apply_sync_fail,
     delete_finished_hooks,
@@ -129,7 +130,7 @@ def persist(
     namespace, created first when the Release asks for it), then R's blob to the render
     store."""
     ensure_namespace(release, render, deployer)  # before the dry run, which needs it
-    deployer.dry_run(dry_run_objects(render, inventory))
+    deployer.dry_run(dry_run_objects(render, inventory), rules_of(tick, release))
     tick.stores.renders.put(render.ref, render.canonical)
 
 
@@ -143,14 +144,17 @@ def stage_sync(
     inventory: ReleaseInventory,
     writes: Writes,
 ) -> tuple[Outcome, ReleaseInventory]:
-    """Carry out R's decided ``step`` (R is persisted): ``expected`` when it succeeds;
-    then R's SyncFail hooks when the sync failed, and its finished hooks deleted by
-    their policy."""
+    """Carry out R's decided ``step`` (R is persisted): ``expected`` when it succeeds,
+    with the drift the sync found (``stages/drift.py``); then R's SyncFail hooks when the
+    sync failed, and its finished hooks deleted by their policy."""
+    rules = rules_of(tick, release)
+    drift = check_drift(tick, release, render, inventory, deployer, rules)
+    expected, step = replace(expected, drift=drift.seen), drift.step(step)
     if step.phases or step.prune:  # the step changes the cluster: record it first
         tick.stores.renders.settle(render.ref)  # what the record points at is durable first
         writes.ahead(step, expected, expected_inventory(inventory, render, step))
     record = writes.record
-    acted = carry_out(deployer, inventory, render, step, record, writes.claimants)
+    acted = carry_out(deployer, inventory, render, step, record, writes.claimants, rules)
     after = acted.inventory
     if isinstance(acted.failure, ApplyFailed) or rollout_failed(expected.rollout, render):
         after = apply_sync_fail(deployer, after, render, record)
