@@ -70,6 +70,8 @@ from convoy_batch.timefmt import parse_time
 
 log = logging.getLogger("convoy_batch")
 
+FORCED_IN_SYNC = "forced sync: nothing to write, every object already as rendered"
+
 
 def pending_force_sync(tick: Tick, release: Release, status: ReleaseStatus) -> datetime | None:
     """The time of a pending forced sync (SPEC 9): now for ``--force`` or a manual run,
@@ -224,7 +226,10 @@ def reconcile(
     cluster changes (the write-ahead record)."""
     decision = decide(tick, release, status, inventory, force_pending)
     writes = tick.writes(release.name, before_change)
-    return act(tick, release, status, inventory, decision, writes)
+    outcome, after = act(tick, release, status, inventory, decision, writes)
+    if force_pending and outcome.reason == Reason.SYNCED and outcome.written == 0:
+        outcome = replace(outcome, message=FORCED_IN_SYNC)  # not what an earlier sync did
+    return outcome, after
 
 
 def source_revision(tick: Tick, entry: ReleaseEntry) -> str | None:

@@ -142,6 +142,34 @@ def test_a_rollout_state_the_plan_changes_exits_one_without_an_object_change(
     assert lines[2].startswith("  plan: ApplySource Progressing -> Succeeded (Healthy)"), lines
 
 
+def test_a_rolled_back_release_held_at_its_last_healthy_render_shows_no_change(
+    s: Scenario,
+) -> None:
+    """The render at the revision failed and was rolled back: a tick re-applies the last
+    healthy render, so that is what is compared (no change, exit 0), and the line says
+    the Release is held."""
+    rolled_out(s)
+    healthy = s.status()["lastHealthy"]["renderRef"]
+    s.app(image="2.0")
+    assert s.reconcile("web", minutes=2).code == 0
+    s.deployment_failed()
+    s.reconcile("web", minutes=20)  # past the progress deadline: rolled back
+    assert s.status()["rollout"]["state"] == "RolledBack"
+
+    result = s.cli("diff", "--exit-code", "--now", at(30))
+    live = s.cli("diff", "--live", "--exit-code", "--now", at(30))
+    row = json.loads(s.cli("diff", "--output", "json", "--now", at(30)).out)
+
+    assert result.code == 0, result.out
+    held = healthy.removeprefix("sha256:")[:12]
+    line = f"web: no change against the applied render (held at the last healthy render {held})"
+    assert result.out.splitlines()[1] == line
+    assert "ApplyLastHealthy RolledBack -> RolledBack" in result.out.splitlines()[2]
+    assert live.code == 0, live.out
+    assert row["releases"][0]["held"] == healthy
+    assert row["releases"][0]["changes"] == []
+
+
 SKIPPED = """\
 apiVersion: v1
 kind: ConfigMap

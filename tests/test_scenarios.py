@@ -8,6 +8,7 @@ from pathlib import Path
 
 import git
 
+from convoy_batch.reconcile import FORCED_IN_SYNC
 from tests.scenario import FAILURE_POLICY, Scenario, release_yaml
 
 BAD_WAVE = (
@@ -238,6 +239,25 @@ def test_manual_release_waits_for_a_forced_sync_by_flag(scenario: Scenario) -> N
     attempted = scenario.status()["lastAttempted"]
     assert (attempted["reason"], attempted["applied"]) == ("WaitingForManualSync", False)
     assert scenario.deployment_image() == "example/web:1.0"
+
+
+def test_a_forced_sync_that_applies_nothing_says_so_with_its_own_time(
+    scenario: Scenario,
+) -> None:
+    scenario.app(spec_extra=MANUAL)
+    scenario.reconcile("web", minutes=0)
+    assert scenario.reconcile("web", minutes=5, extra=("--force",)).code == 0
+    assert scenario.status()["lastAttempted"]["message"] == "2 objects applied"
+
+    for minute in (9, 12):  # in sync: each forced sync writes nothing, at its own time
+        result = scenario.reconcile("web", minutes=minute, extra=("--force",))
+        attempted = scenario.status()["lastAttempted"]
+        assert attempted["time"] == f"2026-11-29T12:{minute:02d}:00Z"
+        assert attempted["message"] == FORCED_IN_SYNC
+        assert scenario.status()["lastHandledForceSyncAt"] == attempted["time"]
+        assert "(in sync)" in result.out, result.out
+    rows = scenario.cli("history", "web").out.splitlines()[1:]
+    assert [r.split()[0] for r in rows][-2:] == ["2026-11-29T12:09:00Z", "2026-11-29T12:12:00Z"]
 
 
 def test_manual_release_takes_a_force_sync_annotation_once(scenario: Scenario) -> None:

@@ -122,7 +122,7 @@ def _record(prior: RenderRecord | None, render: RenderId, now: datetime) -> Rend
     return RenderRecord(render_ref=render.ref, revision=render.revision, time=now)
 
 
-def _attempt(prior: Attempt | None, outcome: Outcome, now: datetime) -> Attempt:
+def _attempt(prior: Attempt | None, outcome: Outcome, now: datetime, forced: bool) -> Attempt:
     render = outcome.render
     attempt = Attempt(
         render_ref=render.ref if render else None,
@@ -132,8 +132,11 @@ def _attempt(prior: Attempt | None, outcome: Outcome, now: datetime) -> Attempt:
         reason=outcome.reason,
         message=outcome.message,
     )
-    # lastAttempted.time is the first tick that made this attempt.
-    return prior if prior is not None and attempt.same_attempt(prior) else attempt
+    # lastAttempted.time is the first tick that made this attempt; a forced sync is an
+    # attempt of its own (a person asked for it now), even when it repeats the last one.
+    if forced or prior is None or not attempt.same_attempt(prior):
+        return attempt
+    return prior
 
 
 def _history(
@@ -213,7 +216,7 @@ def assemble_status(
     drift, correction = _drift(prior, outcome.drift, now)
     return ReleaseStatus(
         rollout=rollout,
-        last_attempted=_attempt(prior.last_attempted, outcome, now),
+        last_attempted=_attempt(prior.last_attempted, outcome, now, force_sync_at is not None),
         last_successful=last_successful,
         last_healthy=last_healthy,
         waves=outcome.waves if outcome.waves is not None else prior.waves,

@@ -53,7 +53,7 @@ from convoy_batch.engine.stages.drift import rules_of
 from convoy_batch.engine.stages.hooks import deleted_hooks
 from convoy_batch.engine.stages.render import resolve_cluster, stage_render
 from convoy_batch.engine.tick import Tick
-from convoy_batch.errors import ConvoyError
+from convoy_batch.errors import ConvoyError, RenderFailed
 from convoy_batch.manifests.drift import MISSING, WHOLE, managed, restore, value_at
 from convoy_batch.models import (
     ANNOTATION_RENDER,
@@ -64,7 +64,7 @@ from convoy_batch.models import (
     ReleaseInventory,
     key_of,
 )
-from convoy_batch.renderers.pipeline import Manifest, Render
+from convoy_batch.renderers.pipeline import Manifest, Render, load_render
 from convoy_batch.repo.gitops import ReleaseEntry
 from convoy_batch.rollout.retire import Fate
 from convoy_batch.views.inspect import plan_entry
@@ -109,6 +109,9 @@ class ReleaseDiff:
     gone: bool = False
     """The Release's file is gone at the revision."""
     warnings: list[str] = field(default_factory=list)
+    held: str | None = None
+    """The render a rollback or its hold applies instead of the one at the revision (the
+    last healthy one): what is compared."""
 
     @property
     def changed(self) -> bool:
@@ -167,12 +170,21 @@ def diff_release(tick: Tick, head: Tick, entry: ReleaseEntry, live: bool) -> Rel
     release = entry.release
     try:
         rendered = stage_render(tick, release)  # the render decide made (once a tick)
-        desired, baseline = _sides(tick, head, name, rendered.render, live)
+        render = _applies(tick, name, rendered.render, row.get("applies"))
+        desired, baseline = _sides(tick, head, name, render, live)
     except ConvoyError as exc:
         return ReleaseDiff(name, error=f"{name}: {exc.reason}: {exc}")
-    changes = compare(desired, baseline, _ignored(tick, release, rendered.render) if live else {})
+    changes = compare(desired, baseline, _ignored(tick, release, render) if live else {})
+    held = render.ref if render is not rendered.render else None
     result = ReleaseDiff(
-        name, rendered.cluster.name, baseline.against, changes, len(baseline.objects), row, line
+        name,
+        rendered.cluster.name,
+        baseline.against,
+        changes,
+        len(baseline.objects),
+        row,
+        line,
+        held=held,
     )
     deleted = result.count("removed")
     if deleted and deleted == len(baseline.objects):
@@ -180,6 +192,19 @@ def diff_release(tick: Tick, head: Tick, entry: ReleaseEntry, live: bool) -> Rel
             f"{name}: would delete every object of the Release ({deleted} objects)"
         )
     return result
+
+
+def _applies(tick: Tick, name: str, render: Render, applies: str | None) -> Render:
+    """What the next reconcile really applies: ``render``, or the last healthy render a
+    rollback (or its hold) applies instead (the plan's ``applies``), from the store."""
+    if applies is None or applies == render.ref:
+        return render
+    blob = tick.stores.renders.get(applies)
+    if blob is None:
+        raise RenderFailed(f"render store has no valid blob for last healthy {applies}")
+    healthy = tick.status(name).last_healthy
+    revision = healthy.revision if healthy is not None and healthy.render_ref == applies else None
+    return load_render(blob, name, revision)
 
 
 def _sides(

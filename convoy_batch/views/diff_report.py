@@ -5,6 +5,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from convoy_batch.manifests.drift import WHOLE
+from convoy_batch.rollout.status import short_ref
 from convoy_batch.views.diff import ObjectChange, ReleaseDiff
 
 _SIGN = {"added": "+", "changed": "~", "removed": "-", "kept": "=", "ignored": "#"}
@@ -24,7 +25,8 @@ def summary(d: ReleaseDiff) -> str:
     said = counts if d.changed else "no change"
     said += f", {ignored} ignored (drift rules)" if ignored else ""
     against = _AGAINST[d.against or "applied"]
-    return f"{d.name}: {said} against {against}"
+    held = f" (held at the last healthy render {short_ref(d.held)})" if d.held else ""
+    return f"{d.name}: {said} against {against}{held}"
 
 
 def _object_line(c: ObjectChange, gone: bool = False) -> str:
@@ -109,6 +111,7 @@ def rows(diffs: Sequence[ReleaseDiff], warnings: Sequence[str]) -> dict[str, Any
                 for c in d.changes
             ],
             "plan": d.plan,
+            "held": d.held,
             "warnings": d.warnings,
         }
         for d in diffs
