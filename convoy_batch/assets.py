@@ -18,7 +18,13 @@
   the ``drift`` metadata entry (``lastDriftCorrection`` for Correct mode's last one).
 - A run in which a Release errored, rolled back or failed, or whose status commits were
   not written, fails once its events are recorded (``dagster.Failure``): run-failure
-  sensors and alerts see it without reading metadata.
+  sensors and alerts see it without reading metadata. So does a run that records a new
+  status of a Release that is still rolled back, failed or in error.
+- The Partitions tab and the Catalog colour a partition by Dagster's own partition
+  status: a partition is failed (red) when the latest run that planned to materialize it
+  failed without materializing it afterwards. A run that records a Release at a glance
+  failed plans its partition after the materialization (:func:`mark_failed`), then
+  fails: the partition reads failed until a later run materializes it.
 
 Configuration is the ``convoy`` resource (:class:`ConvoyResource`). No
 ``from __future__ import annotations`` here: Dagster reads the context annotations.
@@ -43,6 +49,7 @@ from convoy_batch.rollout.glance import (
     correction_note,
     drift_note,
     glance,
+    headline,
     summary_line,
 )
 from convoy_batch.rollout.retire import RETIRED
@@ -200,6 +207,7 @@ def release(
     metadata = {**outcome_metadata(handled), "forced": bool(forced)}
     yield dg.MaterializeResult(asset_key=RELEASE_KEY, metadata=metadata)
     log_checks(context.op_execution_context, [handled])
+    mark_failed(context.op_execution_context, [handled])
     fail_on_alarms(report)
 
 
@@ -268,6 +276,7 @@ def record(context: dg.OpExecutionContext, report: TickReport) -> None:
             )
         )
     log_checks(context, changed)
+    mark_failed(context, changed)
     for handled in changed:  # retired: its partition goes, its events stay in the log
         if handled.outcome.reason in RETIRED:
             context.instance.delete_dynamic_partition(PARTITIONS, handled.name)
@@ -346,14 +355,40 @@ def _evaluation(handled: Handled, target: Any) -> dg.AssetCheckEvaluation:
     )
 
 
+def mark_failed(context: dg.OpExecutionContext, changed: Sequence[Handled]) -> None:
+    """Plan, in this run and after its materialization, the partition of each Release in
+    ``changed`` that is at a glance failed: with the run failing (:func:`fail_on_alarms`),
+    Dagster counts the partition failed (see module doc). The planned event is Dagster's
+    private API (1.13 exports no way for an op to say an asset partition failed);
+    ``tests/test_dagster_ui.py`` reads the partition statuses it gives."""
+    failed = [h.name for h in changed if glance(h.status) is Glance.FAILED]
+    if not failed:
+        return
+    from dagster._core.events import AssetMaterializationPlannedData, DagsterEvent
+
+    step = str(context.op_handle)  # the step key of an op outside a graph
+    for name in failed:
+        planned = AssetMaterializationPlannedData(RELEASE_KEY, partition=name)
+        event = DagsterEvent.build_asset_materialization_planned_event(
+            context.job_name, step, planned
+        )
+        context.instance.report_dagster_event(event, run_id=context.run_id)
+
+
 def fail_on_alarms(report: TickReport) -> None:
     """Fail the step (and so the run) when a Release errored, rolled back or failed in
-    it, or the status commits were not written; called once every event is recorded."""
+    it, a new status of a Release still rolled back, failed or in error was recorded, or
+    the status commits were not written; called once every event is recorded."""
     alarms = {
         h.name: why
         for h in report.handled
         if (why := alarm(h.prior, h.status, errored=h.outcome.is_error))
     }
+    alarms.update(
+        (h.name, headline(h.status))
+        for h in report.handled
+        if h.changed and h.name not in alarms and glance(h.status) is Glance.FAILED
+    )
     lines = [f"{name}: {why}" for name, why in alarms.items()]
     if report.commit_error:
         lines.append(report.commit_error)

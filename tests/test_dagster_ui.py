@@ -168,6 +168,28 @@ def test_each_release_reads_passed_failed_or_pending_in_the_state_check(graphql:
     assert "reports" not in reported
 
 
+ASSET_PARTITION_STATUSES = """
+{ assetNodeOrError(assetKey: {path: ["release"]}) { ... on AssetNode {
+  assetPartitionStatuses { ... on DefaultPartitionStatuses {
+    materializedPartitions failedPartitions materializingPartitions
+    unmaterializedPartitions } } } } }
+"""
+"""The fields of the UI's own query for the asset's Partitions tab (and the Catalog's
+partition counts)."""
+
+
+def test_the_partitions_tab_shows_a_rolled_back_or_erroring_release_failed(
+    graphql: Any,
+) -> None:
+    node = graphql(ASSET_PARTITION_STATUSES)["assetNodeOrError"]
+    statuses = node["assetPartitionStatuses"]
+
+    assert sorted(statuses["failedPartitions"]) == ["api", "broken"]
+    assert "web" in statuses["materializedPartitions"]
+    assert not {"web", "reports"} & set(statuses["failedPartitions"])
+    assert statuses["materializingPartitions"] == []
+
+
 @pytest.mark.parametrize(
     ("name", "status", "severity", "glance", "state", "reason"),
     [

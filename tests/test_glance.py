@@ -1,11 +1,16 @@
 """A Release at a glance (passed, pending, failed), its one line, and which reconciles are
 alarms: one case per rollout state and outcome reason that matters."""
 
+import dagster as dg
 import pytest
 
+from convoy_batch.assets import fail_on_alarms
+from convoy_batch.engine.handler import Committed, Handled
 from convoy_batch.models import Attempt, ReleaseStatus, Rollout, RolloutState
 from convoy_batch.reasons import ERROR_REASONS, Reason
 from convoy_batch.rollout.glance import Glance, alarm, glance, headline
+from convoy_batch.rollout.status import Outcome
+from convoy_batch.ticks.runner import TickReport
 from tests.scenario import T0
 
 
@@ -94,3 +99,21 @@ def test_an_alarm_is_an_error_or_a_rollout_stopped_in_this_reconcile(
     assert (why is not None) == alarmed
     if alarmed:
         assert why == headline(new)
+
+
+def handled(prior: ReleaseStatus, new: ReleaseStatus, changed: bool) -> Handled:
+    outcome = Outcome(new.rollout, True, Reason.ROLLED_BACK, "held")
+    return Handled("api", outcome, new, Committed("c0ffee") if changed else None, prior)
+
+
+def test_a_run_that_records_a_release_still_failed_fails_and_a_quiet_one_does_not() -> None:
+    """A new status of a Release that stays rolled back fails the run (its partition
+    stays red: the run plans it after the materialization); no new status, no failure."""
+    before = status(S.ROLLED_BACK, Reason.ROLLED_BACK, "holding")
+    after = status(S.ROLLED_BACK, Reason.ROLLED_BACK, "holding, forced")
+
+    with pytest.raises(dg.Failure) as failed:
+        fail_on_alarms(TickReport(handled=[handled(before, after, changed=True)]))
+    fail_on_alarms(TickReport(handled=[handled(before, before, changed=False)]))
+
+    assert failed.value.description == f"api: {headline(after)}"
