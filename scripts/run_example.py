@@ -8,11 +8,16 @@
    sensors are on by default.
 3. Once api has rolled out to Succeeded, commits ``releases/updates/api-1.1.0/`` (an api
    image that the simulated controller fails), so that api rolls back automatically.
+4. Receives the notifications of the example's Alert (``alerts/everything.yaml``): a
+   webhook on loopback, named in the state directory's ``providers.yaml`` (the operator's
+   file) as the generic provider ``example-log``, that appends each event's summary to
+   ``notifications.log`` in the state directory, one line each.
 
 Stops ``dagster dev`` on Ctrl-C (or SIGTERM). Does I/O: files, git, processes.
 """
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -20,6 +25,8 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from convoy_batch.state.locks import Locks
@@ -29,6 +36,8 @@ EXAMPLE = PROJECT / "releases"
 UPDATES = EXAMPLE / "updates"
 UPDATE_TIMEOUT_SECONDS = 600
 DEFAULT_STATE = Path(".convoy/example")
+NOTIFICATIONS = "notifications.log"
+"""Where the example's receiver writes each notification, in the state directory."""
 AUDIT_TRAIL = "git -C {repo} log --format='%h %ad %an: %s' --date=format:%T -- status/"
 """The README's audit-trail command: each status commit with its time."""
 
@@ -118,6 +127,36 @@ def push_api_update(repo: Path, state: Path, stop: threading.Event) -> None:
             return
 
 
+def start_receiver(state: Path) -> ThreadingHTTPServer:
+    """The example's notification receiver (step 4), in a thread of this process; the
+    state directory's ``providers.yaml`` sends the example's Alert to it."""
+    log = state / NOTIFICATIONS
+    log.touch()
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            try:
+                summary = str(json.loads(body)["summary"])
+            except (ValueError, KeyError, TypeError):
+                summary = body.decode(errors="replace")
+            with log.open("a", encoding="utf-8") as out:
+                out.write(f"{datetime.now():%H:%M:%S} {summary}\n")
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            return  # the log file is the record
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    (state / "providers.yaml").write_text(
+        f"providers:\n  example-log: {{type: generic, url: '{url}'}}\n"
+    )
+    return server
+
+
 def dagster_dev(env: dict[str, str], host: str, port: int) -> subprocess.Popen[bytes]:
     dagster = Path(sys.executable).parent / "dagster"
     command = [str(dagster), "dev", "-m", "convoy_batch.definitions", "-h", host, "-p", str(port)]
@@ -138,6 +177,7 @@ convoy-batch example
   Dagster UI:  http://{host}:{port}   (schedules and sensors are on)
 
   watch the audit trail:   {AUDIT_TRAIL.format(repo=state / "repo")}
+  notifications:           {state / NOTIFICATIONS}
   force-sync reports:      {force}UI > Assets > release > Materialize > partition "reports"
   stop:                    Ctrl-C
 """,
@@ -164,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     state = args.state.resolve()
     env = prepare(state)
+    receiver = start_receiver(state)
     explain(args.state, args.host, args.port)
     # Started in the background by a shell, SIGINT may be ignored, and dagster dev (which
     # maps SIGTERM to SIGINT) would then ignore both: restore it before it is inherited.
@@ -183,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         return server.wait()
     finally:
         stop.set()
+        receiver.shutdown()
 
 
 if __name__ == "__main__":

@@ -138,3 +138,14 @@ def test_dagster_dev_runs_scheduled_ticks_that_commit_statuses(
     assert runs
     assert any(c.startswith("convoy-batch: web: none -> Progressing") for c in commits)
     assert status_commits(repo) is not None
+    # The example's Alert reaches make run's receiver: one line per event.
+    told = wait_for("a notification", lambda: notified(repo.parent), 60, log)
+    assert any(line.split(" ", 1)[1].startswith("web (staging): none -> Progressing")
+               for line in told), told  # fmt: skip
+
+
+def notified(state: Path) -> list[str] | None:
+    """The lines of the example receiver's log (None while it has none)."""
+    path = state / "notifications.log"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return lines or None

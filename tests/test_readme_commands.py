@@ -272,6 +272,13 @@ def passes_the_quick_tests(project: Path) -> Check:
     return after
 
 
+def shows_notifications(project: Path) -> Check:
+    def after(output: str) -> None:
+        assert re.search(r"^\d\d:\d\d:\d\d \w+ \(staging\): ", output, re.MULTILINE), output
+
+    return after
+
+
 CHECKS: dict[str, Callable[[Path], Check]] = {
     "make test": passes_the_quick_tests,
     f"git -C {EXAMPLE_REPO} log": times_every_line,
@@ -279,6 +286,7 @@ CHECKS: dict[str, Callable[[Path], Check]] = {
     "CONVOY_REPO=$PWD/.convoy/example/repo": forced_sync_of_reports,
     ".venv/bin/convoy-batch --repo .convoy/example/repo": names_every_release,
     ".venv/bin/python scripts/run_example.py --help": lists_the_options,
+    "cat .convoy/example/notifications.log": shows_notifications,
 }
 """Checks by the start of the command: each must start at least one README command."""
 
