@@ -208,6 +208,8 @@ def release(
     yield dg.MaterializeResult(asset_key=RELEASE_KEY, metadata=metadata)
     log_checks(context.op_execution_context, [handled])
     mark_failed(context.op_execution_context, [handled])
+    if handled.changed:
+        context.instance.add_run_tags(context.run_id, CHANGED_TAGS)
     fail_on_alarms(report)
 
 
@@ -268,10 +270,11 @@ def record(context: dg.OpExecutionContext, report: TickReport) -> None:
                 asset_key=RELEASE_KEY,
                 partition=handled.name,
                 metadata=outcome_metadata(handled),
+                # Also the console's line of the event: it names the Release.
                 description=(
                     describe(handled)
                     if handled.outcome.reason in RETIRED
-                    else summary_line(handled.status)
+                    else f"{handled.name}: {summary_line(handled.status)}"
                 ),
             )
         )
@@ -281,6 +284,8 @@ def record(context: dg.OpExecutionContext, report: TickReport) -> None:
         if handled.outcome.reason in RETIRED:
             context.instance.delete_dynamic_partition(PARTITIONS, handled.name)
     context.log.info(summary(report, changed))
+    if changed:  # the runs that changed something, one filter away in the runs list
+        context.instance.add_run_tags(context.run_id, CHANGED_TAGS)
     if report.commit_error:
         context.log.error(report.commit_error)
     if report.push_warning:
@@ -410,6 +415,9 @@ def reconcile_tick(
 
 
 TICK_TAGS = {"convoy/tick": "true"}
+CHANGED_TAGS = {"convoy/changed": "true"}
+"""Added to a tick run that recorded a status change: the runs list filtered by it
+(``tag:convoy/changed=true``) shows the runs at the rate of change, not one per tick."""
 
 
 @dg.job(name="convoy_tick", tags=TICK_TAGS, executor_def=dg.in_process_executor)

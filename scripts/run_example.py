@@ -175,6 +175,8 @@ convoy-batch example
   repository:  {(state / "repo").resolve()}
   state:       {state.resolve()}
   Dagster UI:  http://{host}:{port}   (schedules and sensors are on)
+  runs that changed a Release: http://{host}:{port}/runs?q[]=tag%3Aconvoy%2Fchanged%3Dtrue
+  failed runs:                 http://{host}:{port}/runs?q[]=status%3AFAILURE
 
   watch the audit trail:   {AUDIT_TRAIL.format(repo=state / "repo")}
   notifications:           {state / NOTIFICATIONS}

@@ -264,6 +264,31 @@ def test_the_failure_names_the_release_and_why(graphql: Any, story: Story) -> No
     assert "broken: never rolled out: ClusterNotFound: " in error
 
 
+CHANGED_RUNS = """
+{ runsOrError(filter: {tags: [{key: "convoy/changed", value: "true"}]}) {
+  ... on Runs { results { runId } } } }
+"""
+"""The runs list filtered as the README's link filters it."""
+
+
+def test_the_runs_that_changed_a_release_are_one_filter_away(graphql: Any, story: Story) -> None:
+    found = {r["runId"] for r in graphql(CHANGED_RUNS)["runsOrError"]["results"]}
+
+    changed = {story.runs[run].run_id for run in ("start", "healthy", "new render", "rollback")}
+    assert found == changed | {story.runs["error"].run_id}
+    assert story.runs["quiet"].run_id not in found
+
+
+def test_a_materialization_s_line_names_its_release(story: Story) -> None:
+    logs = story.instance.all_logs(story.runs["rollback"].run_id)
+    (line,) = [
+        e.dagster_event.message
+        for e in logs
+        if e.dagster_event and e.dagster_event.event_type_value == "ASSET_MATERIALIZATION"
+    ]
+    assert line is not None and line.startswith("api: RolledBack (Unhealthy): "), line
+
+
 def test_a_quiet_tick_records_no_check_result(story: Story) -> None:
     def events(run: str) -> list[str]:
         logs = story.instance.all_logs(story.runs[run].run_id)
