@@ -6,7 +6,8 @@
    reads api failed (rolled back) and web passed: about two minutes.
 3. Opens **Assets > release > Checks > state > Partitions** in headless Chromium, selects
    api, and saves the page as a PNG (default ``docs/release-view.png``), made smaller by
-   ``optipng`` when it is installed.
+   ``optipng`` when it is installed; then the asset's own **Partitions** tab, api red
+   (failed), beside it (``docs/partitions-view.png``).
 4. Stops the example; its state directory is removed.
 
 Needs Chromium (Debian: ``apt-get install chromium``); installs nothing. The page is an
@@ -53,6 +54,9 @@ CHECK_PARTITIONS = """
 """
 """The README's query: the Releases that the check's partition list shows green and red."""
 CHECK_PAGE = "/assets/release?view=checks&checkDetail=state"
+PARTITIONS_PAGE = "/assets/release?view=partitions"
+PARTITIONS_PICTURE = "partitions-view.png"
+"""The asset's Partitions tab, written beside the check's picture."""
 
 BROWSER_SETTINGS = """try {
   localStorage.setItem("communityNux", '"1"');
@@ -267,6 +271,22 @@ def capture(chromium: str, url: str, profile: Path, size: tuple[int, int]) -> by
         browser.close()
 
 
+def capture_partitions(chromium: str, url: str, profile: Path, size: tuple[int, int]) -> bytes:
+    """The asset's Partitions tab, api selected: its partitions coloured by their status
+    (what api's partition shows is not waited for: a pause)."""
+    browser = Browser(chromium, profile, size)
+    try:
+        browser.page("Page.addScriptToEvaluateOnNewDocument", source=BROWSER_SETTINGS)
+        browser.page("Page.navigate", url=url)
+        browser.until("partitions view", SHOWS % json.dumps("Failed"))
+        browser.click(RELEASE, "[data-tooltip]")
+        time.sleep(4)  # api's partition, the last icons and fonts
+        shot = browser.page("Page.captureScreenshot", format="png")
+        return base64.b64decode(shot["data"])
+    finally:
+        browser.close()
+
+
 # --- main -----------------------------------------------------------------------------------
 
 
@@ -313,9 +333,13 @@ def main(argv: list[str] | None = None) -> int:
             print("screenshot: waiting for api to roll back (about two minutes)", flush=True)
             wait_for_rollback(process, base)
             png = capture(chromium, base + CHECK_PAGE, work / "chromium", args.size)
-    output.write_bytes(png)
-    optimise(output)
-    print(f"screenshot: wrote {output} ({output.stat().st_size // 1024} KiB)")
+            partitions = capture_partitions(
+                chromium, base + PARTITIONS_PAGE, work / "chromium-partitions", args.size
+            )
+    for path, data in ((output, png), (output.with_name(PARTITIONS_PICTURE), partitions)):
+        path.write_bytes(data)
+        optimise(path)
+        print(f"screenshot: wrote {path} ({path.stat().st_size // 1024} KiB)")
     return 0
 
 
