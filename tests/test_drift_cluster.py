@@ -20,6 +20,11 @@ IGNORE_REPLICAS = """\
       target: {kind: Deployment, name: 'w.*'}
 """
 REPORT = "  drift: {mode: Report}\n"
+SEEDED = (
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: seed\n"
+    "  annotations: {convoy.dev/drift: ignore}\ndata: {value: first}\n"
+)
+"""A ConfigMap ignored whole: created once, never updated."""
 
 
 def settled(s: Scenario, spec_extra: str, **app: Any) -> None:
@@ -163,10 +168,7 @@ def test_correct_mode_records_a_correction_once_per_episode(scenario: Scenario) 
 
 def test_an_object_ignored_whole_is_created_once_and_still_pruned(scenario: Scenario) -> None:
     s = scenario
-    seeded = (
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: seed\n"
-        "  annotations: {convoy.dev/drift: ignore}\ndata: {value: first}\n"
-    )
+    seeded = SEEDED
     settled(s, "", extra={"seed.yaml": seeded})
     path = s.object_path("web", "configmap", "seed")
     edit(path, "value: first", "value: theirs")

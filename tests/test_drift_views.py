@@ -30,6 +30,7 @@ from tests.scenario import T0, Scenario
 from tests.test_drift_cluster import (
     IGNORE_REPLICAS,
     REPORT,
+    SEEDED,
     config,
     deployment,
     edit,
@@ -153,10 +154,7 @@ def test_diff_live_still_reports_a_change_beside_an_ignored_path(scenario: Scena
 
 def test_diff_live_shows_an_object_ignored_whole_as_ignored(scenario: Scenario) -> None:
     s = scenario
-    seeded = (
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: seed\n"
-        "  annotations: {convoy.dev/drift: ignore}\ndata: {value: first}\n"
-    )
+    seeded = SEEDED
     settled(s, "", extra={"seed.yaml": seeded})
     assert s.cli("diff", "web", "--live").out.splitlines()[1] == (
         "web: no change against the live cluster"
