@@ -23,7 +23,7 @@ import dagster as dg
 
 # This checkout's package and the tests' helpers for dagster dev, as bench/wakeup.py.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from wakeup import group_cpu  # bench/wakeup.py, next to this script: a group's CPU
+from wakeup import group_cpu, group_processes  # bench/wakeup.py, next to this script
 
 from tests.test_dagster_dev import free_port, get, stop_group
 
@@ -34,17 +34,13 @@ READY = {"web": "Succeeded", "api": "Succeeded", "shop": "Succeeded", "reports":
 def group_rss(pgid: int) -> int:
     """The resident memory of every process in the group, in KiB."""
     total = 0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for folder, _fields in group_processes(pgid):
         try:
-            text = stat.read_text()
-            status = (stat.parent / "status").read_text()
+            status = (folder / "status").read_text()
         except OSError:
             continue
-        if int(text[text.rindex(")") + 2 :].split()[2]) != pgid:
-            continue
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                total += int(line.split()[1])
+        rss = [line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")]
+        total += int(rss[0]) if rss else 0
     return total
 
 

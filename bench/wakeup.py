@@ -318,21 +318,30 @@ def warm_up(bench: Bench, instance: dg.DagsterInstance) -> None:
 # --- CPU at idle ------------------------------------------------------------------------
 
 
+def group_processes(pgid: int) -> Iterator[tuple[Path, list[str]]]:
+    """The ``/proc`` folder of every process in the group, with the fields of its ``stat``
+    after the command (the third is the group)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        if int(fields[2]) == pgid:
+            yield stat.parent, fields
+
+
 def group_cpu(pgid: int) -> dict[int, tuple[str, float]]:
     """pid -> (command, CPU seconds: user and system, its reaped children's included) of
     every process in the group."""
     found: dict[int, tuple[str, float]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for folder, fields in group_processes(pgid):
         try:
-            text = stat.read_text()
-            cmdline = (stat.parent / "cmdline").read_bytes()
+            cmdline = (folder / "cmdline").read_bytes()
         except OSError:
             continue
-        fields = text[text.rindex(")") + 2 :].split()
-        if int(fields[2]) != pgid:
-            continue
         ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))
-        found[int(stat.parent.name)] = (_command(cmdline), ticks / CLOCK_TICKS)
+        found[int(folder.name)] = (_command(cmdline), ticks / CLOCK_TICKS)
     return found
 
 

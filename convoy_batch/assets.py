@@ -209,7 +209,7 @@ def release(
     log_checks(context.op_execution_context, [handled])
     mark_failed(context.op_execution_context, [handled])
     if handled.changed:
-        context.instance.add_run_tags(context.run_id, CHANGED_TAGS)
+        context.instance.add_run_tags(context.run.run_id, CHANGED_TAGS)
     fail_on_alarms(report)
 
 

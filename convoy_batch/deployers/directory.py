@@ -55,7 +55,14 @@ from convoy_batch.errors import (
 from convoy_batch.kinds import cluster_scoped_crds, group_of, is_cluster_scoped
 from convoy_batch.manifests import yamlload
 from convoy_batch.manifests.annotations import bookkeeping, create_only
-from convoy_batch.manifests.drift import NO_RULES, Rules, differences, managed, restore
+from convoy_batch.manifests.drift import (
+    NO_RULES,
+    SERVER_OWNED,
+    Rules,
+    differences,
+    managed,
+    restore,
+)
 from convoy_batch.models import Cluster, Identity, Model, ObjectKey, key_of
 from convoy_batch.names import (
     KIND,
@@ -78,7 +85,6 @@ from convoy_batch.state.operator_files import operator_path, read_operator_file
 
 CLUSTER_DIR = "_cluster"
 CRD_GROUP = "apiextensions.k8s.io"
-SERVER_OWNED = ("generation", "uid", "creationTimestamp", "resourceVersion", "deletionTimestamp")
 NOT_SPEC = frozenset({"apiVersion", "kind", "metadata", "status"})
 
 # RBAC objects only need to be valid path segments (e.g. "system:controller:x").

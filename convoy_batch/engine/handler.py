@@ -14,7 +14,7 @@ from convoy_batch.engine.tick import Tick
 from convoy_batch.models import Release, ReleaseInventory, ReleaseStatus
 from convoy_batch.reasons import Reason
 from convoy_batch.rollout import Outcome, Verdict, assemble_status, commit_message, render_verdict
-from convoy_batch.rollout.status import NO_VALUE, short_ref, state_of, with_note
+from convoy_batch.rollout.status import NO_VALUE, drifted_line, short_ref, state_of, with_note
 from convoy_batch.timefmt import format_time
 
 log = logging.getLogger("convoy_batch")
@@ -137,6 +137,6 @@ def describe(handled: Handled) -> str:
     message = "in sync" if outcome.written == 0 else outcome.message
     drift = outcome.drift
     if drift is not None and drift.objects:
-        told = "; ".join(o.describe() for o in drift.objects)
+        told = drifted_line(drift.objects)
         message = f"{message}; {'drifted' if drift.report else 'corrected drift'}: {told}"
     return f"{line} ({message})" if message else line

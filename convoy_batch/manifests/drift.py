@@ -201,10 +201,9 @@ def _child(node: Any, part: str) -> Any:
     return None
 
 
-SERVER_METADATA = frozenset(
-    {"generation", "uid", "creationTimestamp", "resourceVersion", "deletionTimestamp"}
-    | {"managedFields", "selfLink"}
-)
+SERVER_OWNED = ("generation", "uid", "creationTimestamp", "resourceVersion", "deletionTimestamp")
+"""The metadata a server sets by itself and keeps through every apply."""
+SERVER_METADATA = frozenset(SERVER_OWNED) | {"managedFields", "selfLink"}
 """What the server keeps of an object's metadata by itself: never drift."""
 _SERVER_PATHS = {(field,) for field in SERVER_METADATA}
 

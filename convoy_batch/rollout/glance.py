@@ -10,8 +10,9 @@ Pure: a function of statuses, no I/O.
 
 from enum import StrEnum
 
-from convoy_batch.models import DriftedObject, ReleaseStatus, RolloutState
+from convoy_batch.models import ReleaseStatus, RolloutState
 from convoy_batch.reasons import ERROR_REASONS, Reason
+from convoy_batch.rollout.status import drifted_line
 from convoy_batch.timefmt import format_time
 
 
@@ -69,7 +70,7 @@ def drift_note(status: ReleaseStatus) -> str | None:
     drift = status.drift
     if drift is None:
         return None
-    return f"drifted since {format_time(drift.since)}: {_objects(drift.objects)}"
+    return f"drifted since {format_time(drift.since)}: {drifted_line(drift.objects)}"
 
 
 def correction_note(status: ReleaseStatus) -> str | None:
@@ -78,11 +79,8 @@ def correction_note(status: ReleaseStatus) -> str | None:
     correction = status.last_drift_correction
     if correction is None:
         return None
-    return f"corrected drift at {format_time(correction.time)}: {_objects(correction.objects)}"
-
-
-def _objects(objects: tuple[DriftedObject, ...]) -> str:
-    return "; ".join(o.describe() for o in objects)
+    objects = drifted_line(correction.objects)
+    return f"corrected drift at {format_time(correction.time)}: {objects}"
 
 
 def summary_line(status: ReleaseStatus) -> str:

@@ -4,6 +4,7 @@ Pure: builds a new ReleaseStatus from the prior one and the reconcile outcome; n
 edits the prior status in place. No I/O, no clock (``now`` is a value).
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -300,6 +301,11 @@ def drift_lines(status: ReleaseStatus, reason: Reason) -> list[str]:
     if reason == Reason.DRIFTED and status.drift is not None:
         return [o.describe() for o in status.drift.objects]
     return []
+
+
+def drifted_line(objects: Sequence[DriftedObject]) -> str:
+    """Drifted objects on one line: ``ConfigMap web/web-config /data/env; ...``."""
+    return "; ".join(o.describe() for o in objects)
 
 
 def _moved(prior: Rollout, rollout: Rollout) -> bool:

@@ -23,12 +23,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import pytest
 import yaml
 
 from convoy_batch.timefmt import format_time
@@ -551,3 +553,17 @@ def case_dir(template: Path, dest: Path) -> Iterator[Path]:
     finally:
         if not os.environ.get("CONVOY_CRASH_KEEP"):
             shutil.rmtree(dest, ignore_errors=True)
+
+
+def every_point(
+    kind: str, points: Sequence[int], case: Callable[[int], str | None], parallel: bool = False
+) -> None:
+    """Run ``case`` at each crash point of ``kind`` (``parallel``: up to four at a time, in
+    copies of the world), then fail the test with every point that did not converge, each
+    with what ``case`` reported of it."""
+    workers = max(1, min(4, len(os.sched_getaffinity(0)))) if parallel else 1
+    with ThreadPoolExecutor(workers) as pool:
+        failures = [r for r in pool.map(case, points) if r]
+    if failures:
+        summary = f"{len(failures)} of {len(points)} {kind} points did not converge"
+        pytest.fail(summary + ":\n\n" + "\n\n".join(failures), pytrace=False)

@@ -13,10 +13,9 @@ still as the person left it, ``fixed``'s replicas are the render's, each Release
 exactly one drift commit, and the rest equals the run without a crash (statuses without
 their times, cluster objects, render store, ``git fsck``, a person's commit)."""
 
-import os
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -123,11 +122,5 @@ def test_plain_ticks_converge_after_a_crash_in_a_drift_tick(
 ) -> None:
     total = drift_world.counts[kind]
     assert total > 0, f"the drift tick made no {kind} call: the injector sees nothing"
-    workers = max(1, min(4, len(os.sched_getaffinity(0))))
-    with ThreadPoolExecutor(workers) as pool:
-        points = range(1, total + 1)
-        results = list(pool.map(lambda n: drift_case(drift_world, shim, kind, n), points))
-    failures = [r for r in results if r]
-    if failures:
-        summary = f"{len(failures)} of {total} {kind} points did not converge"
-        pytest.fail(summary + ":\n\n" + "\n\n".join(failures), pytrace=False)
+    case = partial(drift_case, drift_world, shim, kind)
+    h.every_point(kind, range(1, total + 1), case, parallel=True)

@@ -108,7 +108,4 @@ def test_plain_ticks_converge_after_a_crash_at_each_call(
     total = crash_world.counts[kind]
     assert total > 0, f"the tick made no {kind} call: the injector sees nothing"
     points = chosen_points(kind, total)
-    failures = [r for n in points if (r := crash_case(crash_world, shim, kind, n))]
-    if failures:
-        summary = f"{len(failures)} of {len(points)} {kind} points did not converge"
-        pytest.fail(summary + ":\n\n" + "\n\n".join(failures), pytrace=False)
+    h.every_point(kind, points, lambda n: crash_case(crash_world, shim, kind, n))

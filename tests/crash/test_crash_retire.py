@@ -30,10 +30,9 @@ at a time on two cores: about a minute with the world's set-up). ``CONVOY_CRASH_
 keeps each case's folder.
 """
 
-import os
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -248,10 +247,5 @@ def test_plain_ticks_converge_after_a_crash_in_a_retirement(
     total = retire_world.counts[kind]
     assert total > 0, f"the retiring tick made no {kind} call: the injector sees nothing"
     points = range(1, total + 1)
-    workers = max(1, min(4, len(os.sched_getaffinity(0))))
-    with ThreadPoolExecutor(workers) as pool:
-        results = list(pool.map(lambda n: retire_case(retire_world, shim, kind, n), points))
-    failures = [r for r in results if r]
-    if failures:
-        summary = f"{len(failures)} of {total} {kind} points did not converge"
-        pytest.fail(summary + ":\n\n" + "\n\n".join(failures), pytrace=False)
+    case = partial(retire_case, retire_world, shim, kind)
+    h.every_point(kind, points, case, parallel=True)
