@@ -5,14 +5,18 @@
   UI's "Materialize", ``dagster asset materialize --partition NAME``, a backfill) is a
   forced sync of that Release (SPEC 9); a run that a schedule or sensor launched is not.
 - ``convoy_tick`` (job, one op): one run reconciles many Releases (the due ones, every
-  one, or the named ones) and records a materialization of ``release`` for each Release
-  whose status changed (and was committed), with the outcome, the previous and new state
-  and the commit as metadata: a Release's events read like ``git log --
-  status/<name>.yaml``. Releases nothing happened to get one summary line, no event.
-- ``release``'s asset check ``state`` (one result per partition): each materialization is
-  followed by the Release's state at a glance (:mod:`convoy_batch.rollout.glance`): passed,
+  one, or the named ones) and records an event of ``release`` for each Release whose
+  status changed (and was committed), with the outcome, the previous and new state and
+  the commit as metadata: a Release's events read like ``git log --
+  status/<name>.yaml``. The event is a materialization when the new status is a verdict
+  (passed, failed, retired) and an observation while it is pending (Progressing,
+  waiting): a partition shows its last verdict, "Missing" before the first
+  (:func:`is_verdict`). Releases nothing happened to get one summary line, no event.
+- ``release``'s asset check ``state`` (one result per partition): each event is followed
+  by the Release's state at a glance (:mod:`convoy_batch.rollout.glance`): passed,
   failed (ERROR severity), or pending (a WARN result that judges no materialization, so
-  Dagster counts the partition as neither passed nor failed). Drift never changes the
+  Dagster counts the partition as neither passed nor failed; none before the first
+  verdict, see :func:`state_evaluations`). Drift never changes the
   verdict; a status that records drift (Report mode) says so in the result's and the
   materialization's description (``...; drifted since <time>: <object> <paths>``) and in
   the ``drift`` metadata entry (``lastDriftCorrection`` for Correct mode's last one).
@@ -24,7 +28,8 @@
   status: a partition is failed (red) when the latest run that planned to materialize it
   failed without materializing it afterwards. A run that records a Release at a glance
   failed plans its partition after the materialization (:func:`mark_failed`), then
-  fails: the partition reads failed until a later run materializes it.
+  fails: the partition reads failed until a later run materializes it. The failure is
+  one line with no stack trace (:func:`quiet`).
 
 Configuration is the ``convoy`` resource (:class:`ConvoyResource`). No
 ``from __future__ import annotations`` here: Dagster reads the context annotations.
@@ -32,6 +37,7 @@ Does I/O through the library.
 """
 
 import os
+import sys
 import warnings
 import weakref
 from collections.abc import Iterator, Mapping, Sequence, Set
@@ -167,7 +173,7 @@ def _one(report: TickReport, name: str) -> Handled:
     for handled in report.handled:
         if handled.name == name:
             return handled
-    raise dg.Failure(f"{name}: not reconciled: {report.skipped.get(name, 'unknown reason')}")
+    raise quiet(dg.Failure(f"{name}: not reconciled: {report.skipped.get(name, 'unknown reason')}"))
 
 
 def _log_outcome(log: Any, handled: Handled) -> None:
@@ -176,6 +182,42 @@ def _log_outcome(log: Any, handled: Handled) -> None:
         log.error(line)
     else:
         log.info(line)
+
+
+_LIMITS: list[int | None] = []
+"""The ``sys.tracebacklimit`` values :func:`quiet` replaced, oldest first (None: unset);
+:func:`restore_limit` puts the oldest back."""
+
+
+def quiet(failure: dg.Failure) -> dg.Failure:
+    """``failure``, to be recorded without a stack. Dagster stores a step failure with the
+    frames between its own ``except`` and this raise, its machinery, which the UI prints
+    under the one-line message and which read as a crash; Python formats no frame while
+    ``sys.tracebacklimit`` is 0. The limit stays 0 from this raise until the step's
+    failure hook (:func:`restore_tracebacks`), which Dagster runs once the failure is
+    recorded, and no longer than the next reconciling op's start (a run that re-raises
+    runs no hook)."""
+    _LIMITS.append(getattr(sys, "tracebacklimit", None))
+    sys.tracebacklimit = 0
+    return failure
+
+
+def restore_limit() -> None:
+    """Put back the traceback limit :func:`quiet` replaced, if it replaced one."""
+    if not _LIMITS:
+        return
+    original = _LIMITS[0]
+    _LIMITS.clear()
+    if original is None:
+        del sys.tracebacklimit
+    else:
+        sys.tracebacklimit = original
+
+
+@dg.failure_hook(name="restore_tracebacks")
+def restore_tracebacks(context: dg.HookContext) -> None:
+    """After a failed step of ``release`` or ``convoy_tick``: :func:`restore_limit`."""
+    restore_limit()
 
 
 @dg.multi_asset(
@@ -189,6 +231,7 @@ def _log_outcome(log: Any, handled: Handled) -> None:
         )
     ],
     check_specs=[STATE_CHECK_SPEC],
+    hooks={restore_tracebacks},
     # The check's result is logged as an event after the materialization (see
     # ``state_evaluations``), not returned: subsettable outputs are optional.
     can_subset=True,
@@ -199,13 +242,17 @@ def release(
     context: dg.AssetExecutionContext,
     convoy: ConvoyResource,
 ) -> Iterator[dg.MaterializeResult]:  # type: ignore[type-arg]
+    restore_limit()
     name = context.partition_key
     forced = frozenset({name}) if is_forced(context.run.tags) else frozenset()
     report = convoy.tick([name], forced=forced)
     handled = _one(report, name)
     _log_outcome(context.log, handled)
     metadata = {**outcome_metadata(handled), "forced": bool(forced)}
-    yield dg.MaterializeResult(asset_key=RELEASE_KEY, metadata=metadata)
+    if is_verdict(handled):
+        yield dg.MaterializeResult(asset_key=RELEASE_KEY, metadata=metadata)
+    else:  # pending: the run materializes nothing (its output is optional: can_subset)
+        context.log_event(status_event(handled, {"forced": bool(forced)}))
     log_checks(context.op_execution_context, [handled])
     mark_failed(context.op_execution_context, [handled])
     if handled.changed:
@@ -265,19 +312,7 @@ def record(context: dg.OpExecutionContext, report: TickReport) -> None:
         if handled.outcome.is_error:
             _log_outcome(context.log, handled)
     for handled in changed:
-        context.log_event(
-            dg.AssetMaterialization(
-                asset_key=RELEASE_KEY,
-                partition=handled.name,
-                metadata=outcome_metadata(handled),
-                # Also the console's line of the event: it names the Release.
-                description=(
-                    describe(handled)
-                    if handled.outcome.reason in RETIRED
-                    else f"{handled.name}: {summary_line(handled.status)}"
-                ),
-            )
-        )
+        context.log_event(status_event(handled))
     log_checks(context, changed)
     mark_failed(context, changed)
     for handled in changed:  # retired: its partition goes, its events stay in the log
@@ -290,6 +325,34 @@ def record(context: dg.OpExecutionContext, report: TickReport) -> None:
         context.log.error(report.commit_error)
     if report.push_warning:
         context.log.warning(report.push_warning)
+
+
+def is_verdict(handled: Handled) -> bool:
+    """Whether the new status is a verdict, passed or failed (or the Release's retirement),
+    recorded as a materialization of its partition; a pending one (Progressing, waiting)
+    is an observation, so the partition keeps the colour of its last verdict (none yet:
+    "Missing", grey)."""
+    return handled.outcome.reason in RETIRED or glance(handled.status) is not Glance.PENDING
+
+
+def status_event(
+    handled: Handled, extra: Mapping[str, Any] | None = None
+) -> dg.AssetMaterialization | dg.AssetObservation:
+    """The event of a Release's new status: a materialization when it is a verdict
+    (:func:`is_verdict`), else an observation; the description, also the console's line
+    of the event, names the Release."""
+    description = (
+        describe(handled)
+        if handled.outcome.reason in RETIRED
+        else f"{handled.name}: {summary_line(handled.status)}"
+    )
+    event = dg.AssetMaterialization if is_verdict(handled) else dg.AssetObservation
+    return event(
+        asset_key=RELEASE_KEY,
+        partition=handled.name,
+        metadata={**outcome_metadata(handled), **(extra or {})},
+        description=description,
+    )
 
 
 def summary(report: TickReport, changed: Sequence[Handled]) -> str:
@@ -312,11 +375,14 @@ def log_checks(context: dg.OpExecutionContext, changed: Sequence[Handled]) -> No
 def state_evaluations(
     instance: dg.DagsterInstance, changed: Sequence[Handled]
 ) -> list[dg.AssetCheckEvaluation]:
-    """The ``state`` check result of each Release in ``changed``, to log after its
-    materialization. Passed and failed judge that materialization (read back in one query:
-    the latest of each partition, which no other run writes meanwhile: pool ``convoy``);
-    pending judges none, so the partition's check reads as not evaluated, neither passed
-    nor failed, while its latest result (the warning) says why."""
+    """The ``state`` check result of each Release in ``changed``, to log after its status
+    event. Passed and failed judge the materialization just recorded (read back in one
+    query: the latest of each partition, which no other run writes meanwhile: pool
+    ``convoy``). Pending judges none: Dagster counts a result only when it targets the
+    partition's latest materialization, so the partition's check reads as not evaluated,
+    neither passed nor failed, while its latest result (the warning) says why. A Release
+    pending with no verdict yet gets no result: with no materialization to miss, Dagster
+    would count the warning as a failure (its observation says why)."""
     judged = [h.name for h in changed if glance(h.status) is not Glance.PENDING]
     targets: dict[str, Any] = {}
     if judged:
@@ -327,7 +393,14 @@ def state_evaluations(
         for rec in found.records:
             if rec.partition_key is not None and rec.partition_key not in targets:
                 targets[rec.partition_key] = judged_materialization(rec)
-    return [_evaluation(h, targets.get(h.name)) for h in changed]
+    verdicts: set[str] = set()
+    if len(judged) < len(changed):
+        verdicts = set(instance.get_materialized_partitions(RELEASE_KEY))
+    return [
+        _evaluation(h, targets.get(h.name))
+        for h in changed
+        if h.name in targets or h.name in verdicts
+    ]
 
 
 def judged_materialization(record: dg.EventLogRecord) -> Any:
@@ -398,7 +471,8 @@ def fail_on_alarms(report: TickReport) -> None:
     if report.commit_error:
         lines.append(report.commit_error)
     if lines:
-        raise dg.Failure(description="; ".join(lines), metadata={"releases": sorted(alarms)})
+        failure = dg.Failure(description="; ".join(lines), metadata={"releases": sorted(alarms)})
+        raise quiet(failure)
 
 
 @dg.op(pool=POOL)
@@ -407,8 +481,9 @@ def reconcile_tick(
 ) -> None:
     """Observe, then reconcile the Releases the config selects, in this one run; the run
     fails (after recording) when a Release errored or rolled back in it."""
+    restore_limit()
     if config.jobs < 1:
-        raise dg.Failure(f"jobs must be at least 1, not {config.jobs}")
+        raise quiet(dg.Failure(f"jobs must be at least 1, not {config.jobs}"))
     report = convoy.tick(config.names, all_releases=config.all_releases, jobs=config.jobs)
     record(context, report)
     fail_on_alarms(report)
@@ -420,7 +495,12 @@ CHANGED_TAGS = {"convoy/changed": "true"}
 (``tag:convoy/changed=true``) shows the runs at the rate of change, not one per tick."""
 
 
-@dg.job(name="convoy_tick", tags=TICK_TAGS, executor_def=dg.in_process_executor)
+@dg.job(
+    name="convoy_tick",
+    tags=TICK_TAGS,
+    executor_def=dg.in_process_executor,
+    hooks={restore_tracebacks},
+)
 def tick_job() -> None:
     reconcile_tick()
 

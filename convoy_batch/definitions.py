@@ -3,7 +3,8 @@
 
 - ``convoy_tick`` schedule (``$CONVOY_TICK_CRON``, default every minute): one run that
   observes and reconciles every due Release (SPEC 13); ``$CONVOY_TICK_JOBS`` worker
-  processes, sharded by Cluster (default 1).
+  processes, sharded by Cluster (default 1). No run when nothing is due, nothing is
+  unfinished or retiring and no notification waits (a skipped tick that says so).
 - ``convoy_full_resync`` schedule (hourly): one run over every Release, interval 0 too.
 - ``convoy_releases`` sensor: one ``release`` partition per Release file, added and
   removed as the files come and go.
@@ -31,7 +32,7 @@ from convoy_batch.assets import (
     tick_job,
     tick_run_config,
 )
-from convoy_batch.ticks.wakeups import release_names, wake_keys, woken, woken_tag
+from convoy_batch.ticks.wakeups import release_names, wake_keys, woken, woken_tag, work_waiting
 
 # Dagster 1.13 re-creates a sensor that targets a job when it resolves the definitions
 # (SensorDefinition.with_updated_jobs passes ``owners``) and warns that the parameter is
@@ -50,6 +51,11 @@ loop: at 5 it skips a loop now and then (its last evaluation started a little un
 before) and a change waits up to 10 s. With the run queue's 1 s, a wake-up is reconciled
 within 10 s (README "How soon a wake-up is acted on", with the idle cost)."""
 DISCOVERY_INTERVAL_SECONDS = 30
+NOTHING_WAITING = "nothing due, unfinished or removed; no notification to retry or commit to push"
+"""The skip reason of a tick schedule's evaluation that launches no run."""
+DUE_TAG = "convoy/due"
+"""A scheduled tick run's tag: what it was launched for (``web (interval), api (removed)``,
+up to 200 characters of whole phrases and then "and N more")."""
 
 
 def tick_schedule(cron: str = DEFAULT_TICK_CRON, jobs: int = 1) -> dg.ScheduleDefinition:
@@ -70,7 +76,8 @@ def full_resync_schedule(jobs: int = 1) -> dg.ScheduleDefinition:
 def _tick_run_schedule(
     name: str, cron: str, description: str, *, run_key: str, all_releases: bool, jobs: int
 ) -> dg.ScheduleDefinition:
-    """A schedule of ``convoy_tick`` runs, one per scheduled time (its run key)."""
+    """A schedule of ``convoy_tick`` runs, one per scheduled time (its run key). A tick of
+    the due Releases launches no run when nothing waits for it (:func:`_waiting`)."""
 
     @dg.schedule(
         name=name,
@@ -79,11 +86,29 @@ def _tick_run_schedule(
         default_status=dg.DefaultScheduleStatus.RUNNING,
         description=description,
     )
-    def schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+    def schedule(
+        context: dg.ScheduleEvaluationContext, convoy: ConvoyResource
+    ) -> dg.RunRequest | dg.SkipReason:
         config = tick_run_config(all_releases=all_releases, jobs=jobs)
-        return dg.RunRequest(run_key=f"{run_key}-{_when(context)}", run_config=config)
+        key = f"{run_key}-{_when(context)}"
+        if all_releases:
+            return dg.RunRequest(run_key=key, run_config=config)
+        waiting = _waiting(convoy)
+        if not waiting:
+            return dg.SkipReason(NOTHING_WAITING)
+        return dg.RunRequest(run_key=key, run_config=config, tags={DUE_TAG: woken_tag(waiting)})
 
     return schedule
+
+
+def _waiting(convoy: ConvoyResource) -> list[str]:
+    """The work waiting for a tick (:func:`~convoy_batch.ticks.wakeups.work_waiting`). When
+    it cannot be told (the repository or the state directory unreadable, ...), the tick
+    runs: it reports the problem where a person reads it, and a tick is never lost."""
+    try:
+        return work_waiting(convoy.repo_path(), convoy.state_dir(), convoy.clock())
+    except Exception as exc:  # any failure: run the tick, which reports it
+        return [f"could not tell ({exc})"]
 
 
 def _when(context: dg.ScheduleEvaluationContext) -> str:

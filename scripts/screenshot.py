@@ -7,7 +7,8 @@
 3. Opens **Assets > release > Checks > state > Partitions** in headless Chromium, selects
    api, and saves the page as a PNG (default ``docs/release-view.png``), made smaller by
    ``optipng`` when it is installed; then the asset's own **Partitions** tab, api red
-   (failed), beside it (``docs/partitions-view.png``).
+   (failed), beside it (``docs/partitions-view.png``), and the Catalog
+   (``docs/catalog-view.png``).
 4. Stops the example; its state directory is removed.
 
 Needs Chromium (Debian: ``apt-get install chromium``); installs nothing. The page is an
@@ -57,6 +58,9 @@ CHECK_PAGE = "/assets/release?view=checks&checkDetail=state"
 PARTITIONS_PAGE = "/assets/release?view=partitions"
 PARTITIONS_PICTURE = "partitions-view.png"
 """The asset's Partitions tab, written beside the check's picture."""
+CATALOG_PAGE = "/assets"
+CATALOG_PICTURE = "catalog-view.png"
+"""The Catalog, written beside the check's picture."""
 
 BROWSER_SETTINGS = """try {
   localStorage.setItem("communityNux", '"1"');
@@ -271,15 +275,19 @@ def capture(chromium: str, url: str, profile: Path, size: tuple[int, int]) -> by
         browser.close()
 
 
-def capture_partitions(chromium: str, url: str, profile: Path, size: tuple[int, int]) -> bytes:
-    """The asset's Partitions tab, api selected: its partitions coloured by their status
-    (what api's partition shows is not waited for: a pause)."""
+def capture_view(
+    chromium: str, url: str, profile: Path, size: tuple[int, int], shows: str, select: bool
+) -> bytes:
+    """A page, once it shows ``shows``: the asset's Partitions tab, api selected
+    (``select``), its partitions coloured by their status, or the Catalog (what api's
+    partition shows is not waited for: a pause)."""
     browser = Browser(chromium, profile, size)
     try:
         browser.page("Page.addScriptToEvaluateOnNewDocument", source=BROWSER_SETTINGS)
         browser.page("Page.navigate", url=url)
-        browser.until("partitions view", SHOWS % json.dumps("Failed"))
-        browser.click(RELEASE, "[data-tooltip]")
+        browser.until(url, SHOWS % json.dumps(shows))
+        if select:
+            browser.click(RELEASE, "[data-tooltip]")
         time.sleep(4)  # api's partition, the last icons and fonts
         shot = browser.page("Page.captureScreenshot", format="png")
         return base64.b64decode(shot["data"])
@@ -333,10 +341,16 @@ def main(argv: list[str] | None = None) -> int:
             print("screenshot: waiting for api to roll back (about two minutes)", flush=True)
             wait_for_rollback(process, base)
             png = capture(chromium, base + CHECK_PAGE, work / "chromium", args.size)
-            partitions = capture_partitions(
-                chromium, base + PARTITIONS_PAGE, work / "chromium-partitions", args.size
-            )
-    for path, data in ((output, png), (output.with_name(PARTITIONS_PICTURE), partitions)):
+            partitions = capture_view(
+                chromium, base + PARTITIONS_PAGE, work / "chromium-partitions", args.size,
+                "Failed", select=True,
+            )  # fmt: skip
+            catalog = capture_view(
+                chromium, base + CATALOG_PAGE, work / "chromium-catalog", args.size,
+                "release", select=False,
+            )  # fmt: skip
+    pictures = {PARTITIONS_PICTURE: partitions, CATALOG_PICTURE: catalog}
+    for path, data in ((output, png), *((output.with_name(n), d) for n, d in pictures.items())):
         path.write_bytes(data)
         optimise(path)
         print(f"screenshot: wrote {path} ({path.stat().st_size // 1024} KiB)")

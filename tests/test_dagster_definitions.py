@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,8 @@ from convoy_batch.assets import (
     tick_run_config,
 )
 from convoy_batch.definitions import (
+    DUE_TAG,
+    NOTHING_WAITING,
     WAKEUP_INTERVAL_SECONDS,
     build_definitions,
     defs,
@@ -103,13 +105,30 @@ def example(tmp_path: Path) -> Example:
     return Example(tmp_path)
 
 
-def materializations(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, Any]]:
+def by_partition(events: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """Materializations or observations: partition -> metadata values."""
     found = {}
-    for event in result.get_asset_materialization_events():
-        m = event.step_materialization_data.materialization
-        assert m.partition is not None
-        found[m.partition] = {k: v.value for k, v in m.metadata.items()}
+    for event in events:
+        assert event.partition is not None
+        found[event.partition] = {k: v.value for k, v in event.metadata.items()}
     return found
+
+
+def materializations(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, Any]]:
+    """The verdicts a run recorded (passed or failed): partition -> metadata."""
+    events = result.get_asset_materialization_events()
+    return by_partition(e.step_materialization_data.materialization for e in events)
+
+
+def observations(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, Any]]:
+    """The pending statuses a run recorded (Progressing, waiting): partition -> metadata."""
+    events = result.get_asset_observation_events()
+    return by_partition(e.asset_observation_data.asset_observation for e in events)
+
+
+def status_events(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, Any]]:
+    """Every new status a run recorded, verdict or pending: partition -> metadata."""
+    return {**observations(result), **materializations(result)}
 
 
 def test_the_definitions_load_from_the_module_and_from_the_builder(example: Example) -> None:
@@ -154,7 +173,11 @@ def test_scheduled_ticks_run_sharded_with_convoy_tick_jobs(
     def jobs_of(built: dg.Definitions) -> int:
         definition = built.get_repository_def().get_schedule_def(schedule)
         data = definition.evaluate_tick(
-            dg.build_schedule_context(instance=example.instance, scheduled_execution_time=T0)
+            dg.build_schedule_context(
+                instance=example.instance,
+                scheduled_execution_time=T0,
+                resources={"convoy": example.resource()},
+            )
         )
         assert data.run_requests is not None
         return int(data.run_requests[0].run_config["ops"]["reconcile_tick"]["config"]["jobs"])
@@ -181,12 +204,62 @@ def test_a_tick_with_jobs_under_one_fails_its_run(example: Example) -> None:
     )
 
 
+def evaluate_tick_schedule(example: Example, at: datetime, repo: Path | None = None) -> Any:
+    """The ``convoy_tick`` schedule's evaluation at ``at``: its run request or skip reason."""
+    schedule = tick_schedule()
+    resource = ConvoyResource(
+        repo=str(repo or example.root), state=str(example.state), now=format_time(at)
+    )
+    data = schedule.evaluate_tick(
+        dg.build_schedule_context(
+            instance=example.instance, scheduled_execution_time=at, resources={"convoy": resource}
+        )
+    )
+    if data.skip_message is not None:
+        return data.skip_message
+    assert data.run_requests is not None
+    (request,) = data.run_requests
+    return request
+
+
+def test_the_tick_schedule_launches_no_run_when_nothing_waits_for_it(example: Example) -> None:
+    example.tick(T0)  # every Release reconciled; interval 5m (the default)
+
+    assert evaluate_tick_schedule(example, T0 + timedelta(minutes=1)) == NOTHING_WAITING
+    due = evaluate_tick_schedule(example, T0 + timedelta(minutes=5))
+    assert due.tags[DUE_TAG] == "api (interval),reports (interval),web (interval)"
+    # Run, the schedule's tick launches that run; the Releases are not due again till 10m.
+    tick_job.execute_in_process(
+        run_config=due.run_config,
+        instance=example.instance,
+        resources={"convoy": example.resource(T0 + timedelta(minutes=5))},
+        tags=due.tags,
+    )
+    assert evaluate_tick_schedule(example, T0 + timedelta(minutes=6)) == NOTHING_WAITING
+
+    remove_files(example.repo, ["releases/api.yaml"])
+    commit_files(example.repo, {"releases/db.yaml": release_yaml("db")})
+    waiting = evaluate_tick_schedule(example, T0 + timedelta(minutes=6))
+    assert waiting.tags[DUE_TAG] == "db (never reconciled),api (removed)"
+
+
+def test_the_tick_schedule_runs_the_tick_when_it_cannot_tell(
+    example: Example, tmp_path: Path
+) -> None:
+    """An unreadable repository: the tick runs and reports it, no tick is lost."""
+    request = evaluate_tick_schedule(example, T0, repo=tmp_path / "not-a-repository")
+    assert request.tags[DUE_TAG].startswith("could not tell (")
+
+
 def test_one_scheduled_run_reconciles_every_due_release(example: Example) -> None:
     built = build_definitions(repo=str(example.root), state=str(example.state))
     repository = built.get_repository_def()
     schedule = repository.get_schedule_def("convoy_tick")
     context = dg.build_schedule_context(
-        instance=example.instance, scheduled_execution_time=T0, repository_def=repository
+        instance=example.instance,
+        scheduled_execution_time=T0,
+        repository_def=repository,
+        resources={"convoy": example.resource()},
     )
 
     data = schedule.evaluate_tick(context)
@@ -199,14 +272,16 @@ def test_one_scheduled_run_reconciles_every_due_release(example: Example) -> Non
         tags={"dagster/schedule_name": "convoy_tick"},
     )
 
-    found = materializations(result)
+    found = status_events(result)
     assert sorted(found) == ["api", "reports", "web"]
     assert found["web"]["state"] == "Progressing"
     assert found["web"]["applied"] is True
     assert example.repo.commit(found["web"]["commit"]).message.startswith("web: none -> ")
     assert found["reports"]["reason"] == "WaitingForManualSync"
     assert set(found["api"]) >= {"state", "reason", "renderRef", "revision", "applied", "commit"}
-    assert example.instance.get_materialized_partitions(RELEASE_KEY) == {"api", "reports", "web"}
+    # Each is pending (Progressing, waiting): observed, no verdict materialized yet.
+    assert sorted(observations(result)) == ["api", "reports", "web"]
+    assert example.instance.get_materialized_partitions(RELEASE_KEY) == set()
 
 
 def test_the_full_resync_reconciles_releases_that_are_not_due_and_records_no_event(
@@ -218,7 +293,11 @@ def test_the_full_resync_reconciles_releases_that_are_not_due_and_records_no_eve
         built.get_repository_def()
         .get_schedule_def("convoy_full_resync")
         .evaluate_tick(
-            dg.build_schedule_context(instance=example.instance, scheduled_execution_time=T0)
+            dg.build_schedule_context(
+                instance=example.instance,
+                scheduled_execution_time=T0,
+                resources={"convoy": example.resource()},
+            )
         )
     )
     assert data.run_requests is not None
@@ -230,7 +309,7 @@ def test_the_full_resync_reconciles_releases_that_are_not_due_and_records_no_eve
     )
 
     # Every Release reconciled, none changed: no per-Release event, one summary line.
-    assert materializations(run) == {}
+    assert status_events(run) == {}
     logs = [e.user_message for e in example.instance.all_logs(run.run_id)]
     assert "unchanged: 3 Release(s) reconciled, 0 not due" in logs
 
@@ -242,7 +321,7 @@ def test_a_release_s_events_are_its_status_changes(example: Example) -> None:
             instance=example.instance,
             resources={"convoy": example.resource(at)},
         )
-        return materializations(run)
+        return status_events(run)
 
     first = tick(T0)
     assert sorted(first) == ["api", "reports", "web"]
@@ -255,7 +334,7 @@ def test_a_release_s_events_are_its_status_changes(example: Example) -> None:
     assert lines == ["changed: api, reports, web; unchanged: 0 Release(s) reconciled, 0 not due"]
     for minutes in (1, 2, 3):  # quiet ticks: nothing new
         assert tick(T0 + timedelta(seconds=minutes)) == {}
-    events = example.instance.fetch_materializations(RELEASE_KEY, limit=100).records
+    events = example.instance.fetch_observations(RELEASE_KEY, limit=100).records
     assert len(events) == 3
 
 
@@ -448,8 +527,11 @@ def materialize_reports(example: Example, tags: dict[str, str]) -> dict[str, Any
         resources={"convoy": example.resource()},
         tags=tags,
     )
-    (event,) = result.get_asset_materialization_events()
-    return {k: v.value for k, v in event.step_materialization_data.materialization.metadata.items()}
+    # Progressing or waiting: pending, an observation; no materialization (no verdict).
+    assert result.get_asset_materialization_events() == []
+    (event,) = result.get_asset_observation_events()
+    observation = event.asset_observation_data.asset_observation
+    return {k: v.value for k, v in observation.metadata.items()}
 
 
 def test_a_manual_materialization_is_a_forced_sync(example: Example) -> None:
@@ -458,23 +540,44 @@ def test_a_manual_materialization_is_a_forced_sync(example: Example) -> None:
     assert found["forced"] is True
     assert found["applied"] is True
     assert found["reason"] == "Synced"
+    assert found["state"] == "Progressing"
 
 
 def test_a_forced_sync_records_the_release_s_state_check_after_it(example: Example) -> None:
     example.instance.add_dynamic_partitions("releases", ["reports"])
-    result = dg.materialize(
-        [release],
-        partition_key="reports",
-        instance=example.instance,
-        resources={"convoy": example.resource()},
-    )
 
-    (check,) = result.get_asset_check_evaluations()
-    # Synced, rolling out: pending, a warning that judges no materialization.
+    def force(minutes: int) -> dg.ExecuteInProcessResult:
+        return dg.materialize(
+            [release],
+            partition_key="reports",
+            instance=example.instance,
+            resources={"convoy": example.resource(T0 + timedelta(minutes=minutes))},
+        )
+
+    # Synced, rolling out, no verdict yet: observed; no check result (with no
+    # materialization to judge, Dagster would count a warning as failed).
+    first = force(0)
+    assert sorted(observations(first)) == ["reports"]
+    assert first.get_asset_check_evaluations() == []
+
+    example.play_controller("reports")
+    healthy = force(1)
+    (passed,) = healthy.get_asset_check_evaluations()
+    assert materializations(healthy)["reports"]["state"] == "Succeeded"
+    assert (passed.partition, passed.passed) == ("reports", True)
+    assert passed.target_materialization_data is not None
+
+    new_render = DEPLOYMENT.replace("IMAGE", "2.0")
+    commit_files(example.repo, {"apps/reports/deployment.yaml": new_render})
+    rolling = force(2)
+    (check,) = rolling.get_asset_check_evaluations()
+    # Pending after a verdict: a warning that judges no materialization (not evaluated).
     assert (check.partition, check.passed) == ("reports", False)
     assert check.severity is dg.AssetCheckSeverity.WARN
     assert check.target_materialization_data is None
     assert check.description == "Progressing (NewRender): Synced: 1 objects applied"
+    assert materializations(rolling) == {}  # the partition keeps its last verdict
+    assert example.instance.get_materialized_partitions(RELEASE_KEY) == {"reports"}
 
 
 def test_a_forced_sync_that_errors_records_its_events_then_fails_its_run(

@@ -72,9 +72,13 @@ def run_tick_job(instance: dg.DagsterInstance, scenario: Scenario, minutes: int)
     return result.run_id
 
 
-def materialized(instance: dg.DagsterInstance, run_ids: set[str]) -> Counter[str]:
-    """How many materializations of each ``release`` partition the runs stored."""
-    records = instance.fetch_materializations(RELEASE_KEY, limit=10_000).records
+def status_events(instance: dg.DagsterInstance, run_ids: set[str]) -> Counter[str]:
+    """How many new statuses of each ``release`` partition the runs stored: verdicts as
+    materializations, pending statuses as observations."""
+    records = [
+        *instance.fetch_materializations(RELEASE_KEY, limit=10_000).records,
+        *instance.fetch_observations(RELEASE_KEY, limit=10_000).records,
+    ]
     return Counter(r.partition_key or "" for r in records if r.run_id in run_ids)
 
 
@@ -115,17 +119,22 @@ def test_two_ticks_on_a_postgres_instance_commit_statuses_and_store_runs_and_eve
         assert set(runs) == {first, second}
         assert all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs.values())
         assert all(run.job_name == "convoy_tick" for run in runs.values())
-        records = instance.fetch_materializations(RELEASE_KEY, limit=100).records
-        states = {
-            (r.run_id, r.partition_key): r.asset_materialization.metadata["state"].value
-            for r in records
-            if r.asset_materialization is not None
-        }
+        verdicts = instance.fetch_materializations(RELEASE_KEY, limit=100).records
+        pending = instance.fetch_observations(RELEASE_KEY, limit=100).records
+        states = {}
+        for r in [*verdicts, *pending]:
+            entry = r.event_log_entry
+            event = entry.asset_materialization or entry.asset_observation
+            assert event is not None
+            states[(r.run_id, r.partition_key, entry.dagster_event_type)] = event.metadata[
+                "state"
+            ].value
+        observed, materialized = "ASSET_OBSERVATION", "ASSET_MATERIALIZATION"
         assert states == {
-            (first, "api"): "Progressing",
-            (first, "web"): "Progressing",
-            (second, "api"): "Succeeded",
-            (second, "web"): "Succeeded",
+            (first, "api", observed): "Progressing",
+            (first, "web", observed): "Progressing",
+            (second, "api", materialized): "Succeeded",
+            (second, "web", materialized): "Succeeded",
         }
         logs = instance.all_logs(second)
         kinds = {e.dagster_event_type for e in logs}
@@ -139,11 +148,11 @@ def test_two_ticks_on_a_postgres_instance_commit_statuses_and_store_runs_and_eve
     # ... and they are Postgres rows, not files under DAGSTER_HOME.
     assert not list(home.glob("**/*.db"))
     assert {row[0] for row in database.query("SELECT run_id FROM runs")} == {first, second}
-    materializations = database.query(
-        "SELECT run_id, count(*) FROM event_logs"
-        " WHERE dagster_event_type = 'ASSET_MATERIALIZATION' GROUP BY run_id"
+    status_rows = database.query(
+        "SELECT run_id, count(*) FROM event_logs WHERE dagster_event_type IN"
+        " ('ASSET_MATERIALIZATION', 'ASSET_OBSERVATION') GROUP BY run_id"
     )
-    assert dict(materializations) == {first: 2, second: 2}
+    assert dict(status_rows) == {first: 2, second: 2}
 
 
 def start_racer(
@@ -217,7 +226,7 @@ def test_a_schedule_tick_racing_a_wakeup_never_reconciles_a_release_twice_at_onc
         runs = instance.get_runs()
         assert {run.run_id for run in runs} == run_ids
         assert all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
-        assert materialized(instance, run_ids) == dict.fromkeys(names, 1)
+        assert status_events(instance, run_ids) == dict.fromkeys(names, 1)
 
 
 def test_a_sharded_tick_on_a_postgres_instance_records_every_release_as_one_tick_does(
@@ -243,13 +252,14 @@ def test_a_sharded_tick_on_a_postgres_instance_records_every_release_as_one_tick
         )
         # ghost's ClusterNotFound fails the run, once every event is recorded.
         assert not result.success
-        recorded = materialized(instance, {result.run_id})
+        recorded = status_events(instance, {result.run_id})
         logs = instance.all_logs(result.run_id)
     assert sharded == [3]
     assert recorded == dict.fromkeys(["web", "api", "shop", "blog", "ghost"], 1)
     assert status_commits(scenario) == recorded
     kinds = Counter(e.dagster_event_type for e in logs if e.is_dagster_event)
-    assert kinds[dg.DagsterEventType.ASSET_CHECK_EVALUATION] == 5
+    # A check result for each verdict: ghost's error (the others roll out, no verdict yet).
+    assert kinds[dg.DagsterEventType.ASSET_CHECK_EVALUATION] == 1
     lines = [e.user_message for e in logs if not e.is_dagster_event]
     assert any(line.startswith("ghost: ClusterNotFound") for line in lines), lines
     fsck(scenario)

@@ -174,20 +174,37 @@ ASSET_PARTITION_STATUSES = """
     materializedPartitions failedPartitions materializingPartitions
     unmaterializedPartitions } } } } }
 """
-"""The fields of the UI's own query for the asset's Partitions tab (and the Catalog's
-partition counts)."""
+"""The fields of the UI's own query for the asset's Partitions tab."""
+
+CATALOG_PARTITION_STATS = """
+{ assetNodes(assetKeys: [{path: ["release"]}]) {
+  partitionStats { numMaterialized numMaterializing numPartitions numFailed } } }
+"""
+"""The fields of the UI's own query for the Catalog's row of the asset."""
 
 
-def test_the_partitions_tab_shows_a_rolled_back_or_erroring_release_failed(
-    graphql: Any,
-) -> None:
+def test_the_partitions_tab_shows_each_release_s_last_verdict(graphql: Any) -> None:
     node = graphql(ASSET_PARTITION_STATUSES)["assetNodeOrError"]
     statuses = node["assetPartitionStatuses"]
 
+    # Rolled back, erroring: red. Healthy: green. Waiting, no verdict yet: grey, "Missing".
     assert sorted(statuses["failedPartitions"]) == ["api", "broken"]
     assert "web" in statuses["materializedPartitions"]
+    assert statuses["unmaterializedPartitions"] == ["reports"]
     assert not {"web", "reports"} & set(statuses["failedPartitions"])
     assert statuses["materializingPartitions"] == []
+
+
+def test_the_catalog_counts_the_failed_and_the_missing_releases(graphql: Any) -> None:
+    (node,) = graphql(CATALOG_PARTITION_STATS)["assetNodes"]
+    stats = node["partitionStats"]
+
+    assert stats["numPartitions"] == 4
+    assert stats["numFailed"] == 2  # api, broken
+    assert stats["numMaterializing"] == 0
+    assert stats["numMaterialized"] == 1  # web (a failed partition is not counted)
+    # What the Catalog shows as "Missing": reports, waiting, no verdict yet.
+    assert stats["numPartitions"] - stats["numMaterialized"] - stats["numFailed"] == 1
 
 
 @pytest.mark.parametrize(
@@ -195,10 +212,9 @@ def test_the_partitions_tab_shows_a_rolled_back_or_erroring_release_failed(
     [
         ("web", "SUCCEEDED", "ERROR", "passed", "Succeeded", "Synced"),
         ("api", "FAILED", "ERROR", "failed", "RolledBack", "RolledBack"),
-        ("reports", "FAILED", "WARN", "pending", "Progressing", "WaitingForManualSync"),
         ("broken", "FAILED", "ERROR", "failed", None, "ClusterNotFound"),
     ],
-    ids=["succeeded-passes", "rolled-back-fails", "waiting-warns", "error-fails"],
+    ids=["succeeded-passes", "rolled-back-fails", "error-fails"],
 )
 def test_a_release_s_view_says_its_state_reason_and_message(
     graphql: Any,
@@ -219,6 +235,34 @@ def test_a_release_s_view_says_its_state_reason_and_message(
     assert evaluation["description"].startswith(f"{state} (" if state else "never rolled out")
     assert reason in evaluation["description"]
     assert found["message"] and evaluation["description"].endswith(found["message"])
+
+
+LATEST_OBSERVATION = """
+{{ assetOrError(assetKey: {{path: ["release"]}}) {{ ... on Asset {{
+  assetObservations(partitions: ["{name}"], limit: 1) {{ description
+    metadataEntries {{ label ... on TextMetadataEntry {{ text }} }} }} }} }} }}
+"""
+
+
+def test_a_waiting_release_says_why_in_its_observation_and_has_no_verdict(
+    graphql: Any,
+) -> None:
+    (observation,) = graphql(LATEST_OBSERVATION.format(name="reports"))["assetOrError"][
+        "assetObservations"
+    ]
+    found = {e["label"]: e["text"] for e in observation["metadataEntries"] if "text" in e}
+
+    assert (found["state"], found["reason"]) == ("Progressing", "WaitingForManualSync")
+    assert observation["description"] == (
+        "reports: Progressing (NewRender): WaitingForManualSync: "
+        "syncPolicy.mode is Manual: waiting for a forced sync"
+    )
+    # No check result: one with no materialization to judge would count as a failure.
+    no_result = graphql(
+        '{ assetCheckExecutions(assetKey: {path: ["release"]}, checkName: "state", '
+        'partition: "reports", limit: 1) { status } }'
+    )
+    assert no_result["assetCheckExecutions"] == []
 
 
 RUN_STATUS = '{{ runOrError(runId: "{run_id}") {{ ... on Run {{ status }} }} }}'
@@ -262,6 +306,35 @@ def test_the_failure_names_the_release_and_why(graphql: Any, story: Story) -> No
     assert "api: RolledBack (" in rollback
     assert "web" not in rollback and "reports" not in rollback
     assert "broken: never rolled out: ClusterNotFound: " in error
+
+
+FAILURE_DETAIL = """
+{{ logsForRun(runId: "{run_id}") {{ ... on EventConnection {{ events {{
+  ... on ExecutionStepFailureEvent {{ error {{ message stack errorChain {{ error {{ message }} }} }}
+    failureMetadata {{ metadataEntries {{ label }} }} }} }} }} }} }}
+"""
+"""What the run's page shows of a step failure: the message, the stack printed under it,
+any chained error, and the failure's metadata."""
+
+
+@pytest.mark.parametrize("run", ["rollback", "error"])
+def test_a_failed_run_says_why_in_one_line_without_a_stack_trace(
+    graphql: Any, story: Story, run: str
+) -> None:
+    data = graphql(FAILURE_DETAIL.format(run_id=story.runs[run].run_id))
+    (failure,) = [e for e in data["logsForRun"]["events"] if e.get("error")]
+    error = failure["error"]
+
+    assert error["stack"] == []
+    assert error["errorChain"] == []
+    assert len(error["message"].strip().splitlines()) == 1
+    labels = [e["label"] for e in failure["failureMetadata"]["metadataEntries"]]
+    assert labels == ["releases"]
+
+
+def test_a_failed_run_leaves_tracebacks_as_they_were(story: Story) -> None:
+    """The frames are left out of the failure only while Dagster records it."""
+    assert getattr(sys, "tracebacklimit", None) is None
 
 
 CHANGED_RUNS = """

@@ -12,13 +12,15 @@ import os
 import subprocess
 import sys
 import textwrap
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from convoy_batch.status import gitwrite
-from tests.scenario import Scenario
+from convoy_batch.ticks.wakeups import work_waiting
+from tests.scenario import T0, Scenario
 from tests.test_scenarios import succeed_first_render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,6 +70,8 @@ def test_a_rollback_decided_before_a_crash_is_completed_not_undone(scenario: Sce
     assert killed_tick(s, KILL_AFTER_CLUSTER_CHANGE, 3, "web") == 137
     assert s.status()["rollout"]["state"] == "Progressing"  # nothing committed yet
     assert s.deployment_image() == "example/web:1.0"
+    # The tick schedule launches a run for it, whether or not web is due.
+    assert "web (unfinished)" in work_waiting(s.root, s.state, T0 + timedelta(minutes=3))
 
     result = s.reconcile("web", minutes=4)
     assert result.code == 0, result.err

@@ -1,7 +1,10 @@
-"""Wake-ups between ticks (SPEC 13 items 2-4), for a sensor that starts reconciles promptly.
+"""Wake-ups between ticks (SPEC 13 items 2-4), for a sensor that starts reconciles promptly,
+and the work waiting for a tick (:func:`work_waiting`), for a schedule that launches no
+run when there is none.
 
-Library code without Dagster: the Dagster sensor in :mod:`convoy_batch.definitions` is a
-thin shell over :func:`wake_keys` and :func:`woken`. Does I/O: reads the repository, and
+Library code without Dagster: the Dagster sensor and schedule in
+:mod:`convoy_batch.definitions` are thin shells over :func:`wake_keys`, :func:`woken` and
+:func:`work_waiting`. Does I/O: reads the repository, and
 observes each Progressing Release (the observer writes health into its inventory) under
 the Release's lock, skipping Releases whose lock is held.
 """
@@ -14,7 +17,8 @@ from pathlib import Path
 
 from convoy_batch.engine.tick import Tick, default_state_dir
 from convoy_batch.models import ReleaseInventory, Rollout, TickRecord
-from convoy_batch.repo.clone import fetch_for_reading, remote_url
+from convoy_batch.notify.outbox import Outbox
+from convoy_batch.repo.clone import BUNDLE, fetch_for_reading, remote_url
 from convoy_batch.repo.gitops import GitOpsRepo, ReleaseEntry
 from convoy_batch.rollout.due import DueReason, health_snapshot
 from convoy_batch.state.locks import LockBusy
@@ -105,6 +109,35 @@ def wake_keys(repo: Path, state_dir: Path, now: datetime) -> dict[str, set[str]]
         except LockBusy:
             continue
     return found
+
+
+def work_waiting(repo: Path, state_dir: Path, now: datetime) -> list[str]:
+    """What a tick of the due Releases would do now, one phrase each, in this order (empty:
+    nothing, and the tick schedule launches no run): each due Release with its reasons
+    (:func:`~convoy_batch.ticks.runner.is_due`; a change of health is the wake-up
+    sensor's), each Release a killed tick left a write-ahead record for, each removed
+    Release whose retirement waits, the notifications due for another attempt, and, from
+    a clone, status commits a failed push left to push. A clone of the remote is fetched
+    first. Reads only: no lock, no observation."""
+    fetch_for_reading(repo, state_dir)
+    tick = Tick.open(repo, state_dir, now)
+    try:
+        found = []
+        for name in sorted(tick.snapshot.releases):
+            reasons = is_due(tick, tick.snapshot.releases[name], None, False)
+            if reasons:
+                found.append(f"{name} ({' and '.join(reasons)})")
+        found += [f"{name} (unfinished)" for name in sorted(tick.stores.intents.names())]
+        removed = set(tick.opened) - set(tick.snapshot.releases)
+        removed |= tick.stores.retiring.names()
+        found += [f"{name} (removed)" for name in sorted(removed)]
+        if any(entry.due(now) for entry in Outbox(state_dir).pending()):
+            found.append("notifications to retry")
+        if remote_url() is not None and (state_dir / BUNDLE).exists():
+            found.append("status commits to push")
+        return found
+    finally:
+        tick.sources.close()  # its git readers; nothing else of it is written
 
 
 def woken(current: Mapping[str, Iterable[str]], seen: Mapping[str, Iterable[str]]) -> list[str]:
