@@ -135,6 +135,8 @@ def cmd_reconcile(args: argparse.Namespace, repo: Path, state: Path, now: dateti
     for h in report.handled:
         if h.outcome.is_error:
             print(f"{h.name}: {h.outcome.reason}: {h.outcome.message}", file=sys.stderr)
+    for line in report.set_warnings:
+        print(line, file=sys.stderr)
     if report.commit_error:
         print(f"convoy-batch: {report.commit_error}", file=sys.stderr)
     if report.push_warning:

@@ -48,6 +48,7 @@ ALLOWED = {
     "re",
     "typing",
     "convoy_batch.models",
+    "convoy_batch.names",
     "convoy_batch.reasons",
     "convoy_batch.timefmt",
     "convoy_batch.rollout",

@@ -23,9 +23,10 @@ from convoy_batch.engine.handler import Handled, sync_handler
 from convoy_batch.engine.stages.inventory import prune
 from convoy_batch.engine.stages.render import stage_render
 from convoy_batch.engine.tick import Tick
-from convoy_batch.errors import ConvoyError, DeletionPending, StateFailed
+from convoy_batch.errors import ConvoyError, DeletionPending, StateFailed, UsageError
 from convoy_batch.models import (
     LABEL_RELEASE,
+    LABEL_RELEASE_SET,
     Identity,
     InventoryEntry,
     ObjectKey,
@@ -34,7 +35,7 @@ from convoy_batch.models import (
     ReleaseStatus,
 )
 from convoy_batch.reasons import Reason
-from convoy_batch.repo.gitops import RELEASES_DIR, LastVersion, load_objects
+from convoy_batch.repo.gitops import GitOpsSnapshot, LastVersion
 from convoy_batch.rollout import Outcome
 from convoy_batch.rollout.depends import in_order
 from convoy_batch.rollout.retire import (
@@ -96,8 +97,8 @@ class Decided:
 
 def gone_names(tick: Tick) -> list[str]:
     """The Releases whose status file is at HEAD and whose file no commit keeps."""
-    releases = tick.snapshot.releases
-    return sorted(name for name in tick.opened if name not in releases)
+    releases, sets = tick.snapshot.releases, tick.snapshot.sets
+    return sorted(name for name in tick.opened if name not in releases and name not in sets)
 
 
 def last_head(state_dir: Path) -> str | None:
@@ -132,6 +133,11 @@ def decide_retirements(tick: Tick, options: RetireOptions = RetireOptions()) -> 
         return []
     # Read from the commit the tick reads (HEAD; ``diff``: the revision).
     versions = {name: tick.repo.last_version(name, tick.snapshot.commit) for name in gone}
+    for name in gone:  # no commit removed a file of it: it may have left a ReleaseSet
+        if versions[name] is None:
+            versions[name] = tick.repo.last_member_version(name, tick.snapshot.commit)
+    members = {n: _set_of(v) for n, v in versions.items()}
+    last = _last_snapshot(tick)
     tick.gone.update(
         {n: v.release.spec.cluster for n, v in versions.items() if v and v.release is not None}
     )
@@ -152,16 +158,22 @@ def decide_retirements(tick: Tick, options: RetireOptions = RetireOptions()) -> 
                                     removed_in, record)  # fmt: skip
         elif version is None or version.release is None:
             decided[name] = Decided(name, Fate.PENDING, _unknown(name, version))
+        elif (why := _uncertain(tick, members.get(name))) is not None:
+            cluster = version.release.spec.cluster
+            decided[name] = Decided(name, Fate.PENDING, why, cluster, None, removed_in)
         else:
             release = version.release
             adopter = None if unreadable else _adopter(tick, name, release)
-            candidates.append(Gone(name, release.spec.cluster, release.spec.deletes, adopter))
+            candidates.append(
+                Gone(name, release.spec.cluster, release.spec.deletes, adopter, members.get(name))
+            )
     allowed = _allowed(tick, options)
     fates = retire(
         candidates,
         unreadable=unreadable,
-        last_releases=_last_releases(tick) if len(candidates) > 1 else {},
+        last_releases=_last_releases(tick, last) if len(candidates) > 1 else {},
         allowed=allowed,
+        last_sets={n: e.members for n, e in last.sets.items()} if last is not None else {},
     )
     by_name = {g.name: g for g in candidates}
     created = {
@@ -459,8 +471,14 @@ def _hand_over(tick: Tick, inventory: ReleaseInventory, adopter: str) -> None:
 
 
 def _unreadable(tick: Tick) -> str | None:
-    """The first Release file of HEAD that cannot be read (it could be a removed one)."""
-    broken = sorted((e.path, e.error) for e in tick.snapshot.releases.values() if e.error)
+    """The first Release file of HEAD that cannot be read (it could be a removed one); a
+    ReleaseSet member's own error is not one (its set's file was read)."""
+    members = {m for entry in tick.snapshot.sets.values() for m in entry.members}
+    broken = sorted(
+        (e.path, e.error)
+        for e in tick.snapshot.releases.values()
+        if e.error and e.name not in members
+    )
     return broken[0][1] if broken else None
 
 
@@ -509,15 +527,39 @@ def _allowed(tick: Tick, options: RetireOptions) -> Allowed:
     return allowed_by_trailers(values)
 
 
-def _last_releases(tick: Tick) -> dict[str, str]:
-    """Release -> Cluster at the commit the last tick read (HEAD's when none is known); a
-    Release file that did not parse counts, on no Cluster ("")."""
-    since = last_head(tick.stores.state_dir)
-    if since is not None and tick.repo.has_commit(since):
-        tree = tick.repo.repo.commit(since).tree
-        loaded = load_objects(tree, RELEASES_DIR, Release, tick.cache("repo"))
-        return {i.name: i.model.spec.cluster if i.model else "" for i in loaded}
+def _last_releases(tick: Tick, last: GitOpsSnapshot | None) -> dict[str, str]:
+    """Release -> Cluster at the commit the last tick read (HEAD's when none is known),
+    ReleaseSet members included; a Release file that did not parse counts, on no Cluster
+    ("")."""
+    snapshot = last if last is not None else tick.snapshot
     return {
-        name: e.release.spec.cluster if e.release else ""
-        for name, e in tick.snapshot.releases.items()
+        name: e.release.spec.cluster if e.release else "" for name, e in snapshot.releases.items()
     }
+
+
+def _last_snapshot(tick: Tick) -> GitOpsSnapshot | None:
+    """The Releases and ReleaseSets of the commit the last tick read (None: none known,
+    or that commit is gone)."""
+    since = last_head(tick.stores.state_dir)
+    if since is None or since == tick.snapshot.commit or not tick.repo.has_commit(since):
+        return tick.snapshot if since == tick.snapshot.commit else None
+    try:
+        return tick.repo.snapshot(tick.cache("repo"), revision=since)
+    except UsageError:
+        return None
+
+
+def _set_of(version: LastVersion | None) -> str | None:
+    """The ReleaseSet a gone Release was a member of, by its last version's label."""
+    if version is None or version.release is None:
+        return None
+    return version.release.metadata.labels.get(LABEL_RELEASE_SET)
+
+
+def _uncertain(tick: Tick, set_name: str | None) -> str | None:
+    """Why a gone member of ``set_name`` is not retired now: its set's member set cannot
+    be told (GenerationFailed), so it may still be a member."""
+    entry = tick.snapshot.sets.get(set_name or "")
+    if entry is None or entry.failed is None:
+        return None
+    return f"deletion waits: ReleaseSet {set_name}: GenerationFailed: {entry.failed}"

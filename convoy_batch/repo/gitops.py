@@ -2,10 +2,17 @@
 branch's HEAD commit, never from the working tree. Does I/O (reads git objects).
 
 A broken file never stops the others: each Release file gives a :class:`ReleaseEntry`
-holding either the Release or a one-line error naming the file and the field.
+holding either the Release or a one-line error naming the file and the field. A
+ReleaseSet file (``kind: ReleaseSet``, README "ReleaseSets") gives one entry per member
+(:mod:`convoy_batch.rollout.releaseset`), listed at the set's path.
 """
 
-from dataclasses import dataclass, replace
+import hashlib
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
@@ -15,9 +22,12 @@ from pydantic import TypeAdapter, ValidationError
 
 from convoy_batch.errors import UsageError, one_line
 from convoy_batch.manifests.yamlload import load_documents
-from convoy_batch.models import Cluster, Model, Name, Release, parse_model
+from convoy_batch.models import Cluster, Model, Name, Release, ReleaseSet, parse_model
 from convoy_batch.rollout.depends import refused
+from convoy_batch.rollout.releaseset import Folders, Member, directory_patterns, generate
 from convoy_batch.state.caches import ParseCache
+
+log = logging.getLogger(__name__)
 
 RELEASES_DIR = "releases"
 STATUS_DIR = "status"
@@ -51,6 +61,30 @@ class GitOpsSnapshot:
     clusters: dict[str, Cluster]
     cluster_errors: dict[str, str]
     """Cluster name (or file stem) -> one-line error."""
+    sets: dict[str, "SetEntry"] = field(default_factory=dict)
+    """The valid ReleaseSets, by name (their members are in ``releases``)."""
+
+    def set_of(self, name: str) -> str | None:
+        """The ReleaseSet whose member ``name`` is (None: a hand-written Release)."""
+        for set_name, entry in self.sets.items():
+            if name in entry.members:
+                return set_name
+        return None
+
+
+@dataclass(frozen=True)
+class SetEntry:
+    """A ReleaseSet file and what its generation gave."""
+
+    path: str
+    release_set: ReleaseSet
+    members: tuple[str, ...]
+    """Its members in ``releases``, in generation order (refused ones left out)."""
+    failed: str | None
+    """Why the member set cannot be told (GenerationFailed): none of its last members is
+    removed meanwhile."""
+    refused: tuple[str, ...] = ()
+    """One line per member refused for a name another Release or set holds."""
 
 
 @dataclass(frozen=True)
@@ -125,8 +159,12 @@ class GitOpsRepo:
         releases: dict[str, ReleaseEntry] = {}
         clusters: dict[str, Cluster] = {}
         cluster_errors: dict[str, str] = {}
+        set_files: list[Loaded] = []
         try:
-            for item in load_objects(commit.tree, RELEASES_DIR, Release, cache):
+            for item in load_objects(commit.tree, RELEASES_DIR, Release, cache, RELEASE_KINDS):
+                if isinstance(item.model, ReleaseSet):
+                    set_files.append(item)
+                    continue
                 releases[item.name] = ReleaseEntry(
                     item.name, item.path, item.blob, item.model, item.error
                 )
@@ -135,6 +173,7 @@ class GitOpsRepo:
                     clusters[item.name] = item.model
                 else:
                     cluster_errors[item.name] = item.error
+            sets = _members(commit.tree, set_files, releases, clusters, cluster_errors)
         except (ODBError, ValueError, git.GitCommandError) as exc:
             # A missing or corrupt object: the repository cannot be read, so nothing is
             # decided from it (a removed Release is never retired on a partial reading).
@@ -143,7 +182,7 @@ class GitOpsRepo:
             ) from None
         branch = None if head.is_detached else head.reference.name
         releases = _dependencies_checked(releases)
-        return GitOpsSnapshot(commit.hexsha, branch, releases, clusters, cluster_errors)
+        return GitOpsSnapshot(commit.hexsha, branch, releases, clusters, cluster_errors, sets)
 
     def last_version(self, name: str, head: str | None = None) -> "LastVersion | None":
         """Release ``name`` as its last committed version had it: its file in the first
@@ -185,6 +224,32 @@ class GitOpsRepo:
             return LastVersion(name, "", paths[0], None, why)
         return None
 
+    def last_member_version(self, name: str, head: str) -> "LastVersion | None":
+        """ReleaseSet member ``name`` as the newest commit that generated it had it: the
+        first parent of the newest commit on ``head``'s first-parent line after which it
+        is no member (None: no such commit among the last :data:`MEMBER_HISTORY`)."""
+        if (name, f"member:{head}") in self._versions:
+            return self._versions[name, f"member:{head}"]
+        found = None
+        try:
+            shas = self.repo.git.log(
+                "--first-parent", "--format=%H", f"--max-count={MEMBER_HISTORY}", head
+            ).split()
+            for sha in shas:
+                parents = self.repo.commit(sha).parents
+                if not parents:
+                    break
+                before = self.snapshot(revision=parents[0].hexsha)
+                entry = before.releases.get(name)
+                if entry is not None and before.set_of(name) is not None:
+                    found = LastVersion(name, sha, entry.path, entry.release, entry.error)
+                    break
+        except (ODBError, ValueError, git.GitCommandError, UsageError) as exc:
+            why = f"the history of its ReleaseSet cannot be read: {one_line(str(exc))}"
+            found = LastVersion(name, "", RELEASES_DIR, None, why)
+        self._versions[name, f"member:{head}"] = found
+        return found
+
     def trailers(self, key: str, since: str | None, head: str | None = None) -> list[str]:
         """The values of trailer ``key`` in the commits of ``since..head`` (``head`` alone
         when ``since`` is None), as git parses them."""
@@ -210,6 +275,86 @@ class LastVersion:
     """Why that version does not parse (one line), else None."""
 
 
+MEMBER_HISTORY = 100
+"""Commits :meth:`GitOpsRepo.last_member_version` looks back through, at most."""
+
+RELEASE_KINDS: Mapping[str, type[Model]] = {"Release": Release, "ReleaseSet": ReleaseSet}
+"""The kinds a file of ``releases/`` may hold, by its ``kind``."""
+
+
+def _members(
+    tree: git.Tree,
+    set_files: list[Loaded],
+    releases: dict[str, ReleaseEntry],
+    clusters: Mapping[str, Cluster],
+    cluster_errors: Mapping[str, str],
+) -> dict[str, SetEntry]:
+    """Each ReleaseSet's members added to ``releases`` (in file order). A member whose
+    name a hand-written Release holds, or an earlier set's member, is refused: the other
+    keeps its name, and the refusal is one line on stderr and in the set's entry."""
+    hand_written = {name: entry.path for name, entry in releases.items()}
+    sets: dict[str, SetEntry] = {}
+    for item in set_files:
+        release_set: ReleaseSet = item.model
+        generation = generate(
+            release_set, item.path, clusters, cluster_errors, _folders(tree, release_set)
+        )
+        kept, refusals = [], []
+        for member in generation.members:
+            holder = _holder(member.name, hand_written, sets)
+            if holder is not None:
+                line = f"{item.path}: member {member.name} refused: {holder} has that name"
+                refusals.append(line)
+                continue
+            releases[member.name] = ReleaseEntry(
+                member.name, item.path, _member_blob(item.blob, member), member.release,
+                member.error,
+            )  # fmt: skip
+            kept.append(member.name)
+        sets[release_set.name] = SetEntry(
+            item.path, release_set, tuple(kept), generation.failed, tuple(refusals)
+        )
+    return sets
+
+
+def _holder(name: str, hand_written: Mapping[str, str], sets: Mapping[str, SetEntry]) -> str | None:
+    """Who holds a member's name: a hand-written Release (its file), or an earlier set."""
+    if name in hand_written:
+        return f"{hand_written[name]} (a Release)"
+    for set_name, entry in sets.items():
+        if name in entry.members:
+            return f"{entry.path} (a member of ReleaseSet {set_name})"
+    return None
+
+
+def _member_blob(set_blob: str, member: Member) -> str:
+    """A member's change key: the set file's blob and a digest of what it generated, so
+    a change of the set, or of a Cluster's labels or vars, is a change of the member."""
+    made = member.release.dump() if member.release is not None else member.error
+    digest = hashlib.sha256(json.dumps(made, sort_keys=True).encode()).hexdigest()[:16]
+    return f"{set_blob}:{digest}"
+
+
+def _folders(tree: git.Tree, release_set: ReleaseSet) -> Folders:
+    """The folders each ``directories`` pattern of the set matches in ``tree``."""
+    found: dict[str, list[str]] = {}
+    errors: dict[str, str] = {}
+    for pattern in directory_patterns(release_set):
+        try:
+            found[pattern] = _matching(tree, pattern)
+        except (ODBError, ValueError) as exc:
+            errors[pattern] = f"the folders cannot be read: {one_line(str(exc))}"
+    return Folders(found, errors)
+
+
+def _matching(tree: git.Tree, pattern: str) -> list[str]:
+    """Folders of ``tree`` matching ``pattern`` segment by segment (``*`` within one)."""
+    level = [tree]
+    for segment in [p for p in pattern.strip("/").split("/") if p]:
+        level = [sub for t in level for sub in t.trees if fnmatchcase(sub.name, segment)]
+    return sorted(str(t.path) for t in level)
+
+
 def _dependencies_checked(releases: dict[str, ReleaseEntry]) -> dict[str, ReleaseEntry]:
     """The entries, those whose ``dependsOn`` is refused (a name that is no Release,
     itself, a cycle) made invalid with a line naming the file and field."""
@@ -231,16 +376,25 @@ def _dependencies_checked(releases: dict[str, ReleaseEntry]) -> dict[str, Releas
 
 
 def load_objects(
-    tree: git.Tree, directory: str, model: type[M], cache: ParseCache | None = None
+    tree: git.Tree,
+    directory: str,
+    model: type[M],
+    cache: ParseCache | None = None,
+    kinds: Mapping[str, type[Model]] | None = None,
 ) -> list[Loaded]:
     """Every object file of ``<directory>/`` in ``tree``, in path order, each holding its
     model or a one-line error naming the file and the field; names are made distinct as
-    for Releases (see :func:`_claim`)."""
-    return _claim(_load_dir(tree, directory, model, cache))
+    for Releases (see :func:`_claim`). ``kinds``: the model of a file by its ``kind``
+    (another kind, or none: ``model``)."""
+    return _claim(_load_dir(tree, directory, model, cache, kinds or {}))
 
 
 def _load_dir(
-    tree: git.Tree, directory: str, model: type[M], cache: ParseCache | None
+    tree: git.Tree,
+    directory: str,
+    model: type[M],
+    cache: ParseCache | None,
+    kinds: Mapping[str, type[Model]],
 ) -> list[Loaded]:
     """Every ``<directory>/*.yaml|yml`` blob of ``tree`` (not recursive), sorted by path."""
     try:
@@ -250,7 +404,8 @@ def _load_dir(
     if folder.type != "tree":
         return []
     blobs = [b for b in folder.blobs if b.name.endswith(SUFFIXES)]
-    return [_load_file(blob, model, cache) for blob in sorted(blobs, key=lambda b: str(b.path))]
+    ordered = sorted(blobs, key=lambda b: str(b.path))
+    return [_load_file(blob, model, cache, kinds) for blob in ordered]
 
 
 def _document(blob: git.Blob, cache: ParseCache | None) -> Any:
@@ -265,7 +420,12 @@ def _document(blob: git.Blob, cache: ParseCache | None) -> Any:
     return data
 
 
-def _load_file(blob: git.Blob, model: type[M], cache: ParseCache | None) -> Loaded:
+def _load_file(
+    blob: git.Blob,
+    model: type[M],
+    cache: ParseCache | None,
+    kinds: Mapping[str, type[Model]] | None = None,
+) -> Loaded:
     path = str(blob.path)
     stem = PurePosixPath(path).stem
     if blob.mode == blob.link_mode:
@@ -275,8 +435,9 @@ def _load_file(blob: git.Blob, model: type[M], cache: ParseCache | None) -> Load
     except ValueError as exc:
         return Loaded(stem, path, blob.hexsha, None, str(exc))
     name = _readable_name(data) or stem
+    chosen: type[Model] = (kinds or {}).get(str(data.get("kind")), model)
     try:
-        parsed = parse_model(model, data, path)
+        parsed = parse_model(chosen, data, path)
     except ValueError as exc:
         return Loaded(name, path, blob.hexsha, None, str(exc))
     if parsed.metadata.name != stem:  # type: ignore[attr-defined]

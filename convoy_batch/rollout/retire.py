@@ -13,7 +13,9 @@ reading wrong, and never in a batch that looks like an accident:
 - **Blocked.** At least two retirements that take more than half of the Releases of one
   Cluster, or every Release of the repository, counted over the Releases at the last
   tick's HEAD (the mass-deletion guard), are all held, except those a commit allows
-  (``Convoy-Allow-Delete: all`` or a list of names) or ``--allow-deletions``.
+  (``Convoy-Allow-Delete: all`` or a list of names) or ``--allow-deletions``. Members
+  of a ReleaseSet are counted per set too: retirements that take more than half of a
+  set's members at the last tick's HEAD, or all of them, are held the same way.
 - Otherwise a gone Release is deleted or orphaned as its last committed version's
   ``deletionPolicy`` says.
 """
@@ -48,6 +50,8 @@ class Gone:
     """Its ``deletionPolicy`` is ``Delete`` (else ``Orphan``)."""
     adopted_by: str | None = None
     """The Release on the same Cluster that now renders its objects."""
+    release_set: str | None = None
+    """The ReleaseSet it was a member of at the last tick's HEAD (None: hand-written)."""
 
 
 @dataclass(frozen=True)
@@ -86,21 +90,25 @@ def retire(
     unreadable: str | None,
     last_releases: Mapping[str, str],
     allowed: Allowed = Allowed(),
+    last_sets: Mapping[str, Collection[str]] | None = None,
 ) -> list[Retirement]:
     """The fate of each gone Release. ``unreadable``: the first repository or Release
     file problem of the tick (None: the whole repository was read); ``last_releases``:
-    Release -> Cluster at the last tick's HEAD (the guard's counts)."""
+    Release -> Cluster at the last tick's HEAD (the guard's counts); ``last_sets``:
+    ReleaseSet -> its members there."""
     if unreadable is not None:
         message = f"deletion waits: {unreadable}"
         return [Retirement(g.name, Fate.PENDING, message) for g in gone]
     leaving = [g for g in gone if g.adopted_by is None]
     blocked = _guard(leaving, last_releases)
+    set_blocked = _set_guard(leaving, last_sets or {})
     found = []
     for g in gone:
+        held = blocked or set_blocked.get(g.release_set or "")
         if g.adopted_by is not None:
             found.append(Retirement(g.name, Fate.ADOPTED, f"adopted by {g.adopted_by}"))
-        elif blocked is not None and g.name not in allowed:
-            found.append(Retirement(g.name, Fate.BLOCKED, blocked))
+        elif held is not None and g.name not in allowed:
+            found.append(Retirement(g.name, Fate.BLOCKED, held))
         else:
             fate = Fate.DELETE if g.delete else Fate.ORPHAN
             found.append(Retirement(g.name, fate, ""))
@@ -122,6 +130,23 @@ def _guard(leaving: Collection[Gone], last_releases: Mapping[str, str]) -> str |
         if per_cluster[cluster] * 2 > total:
             return f"mass deletion: {per_cluster[cluster]} of {total} Releases of {cluster}"
     return None
+
+
+def _set_guard(
+    leaving: Collection[Gone], last_sets: Mapping[str, Collection[str]]
+) -> dict[str, str]:
+    """ReleaseSet -> why the guard holds its members' retirements: more than half of its
+    members at the last tick's HEAD, or all of them."""
+    per_set: dict[str, int] = {}
+    for g in leaving:
+        if g.release_set is not None:
+            per_set[g.release_set] = per_set.get(g.release_set, 0) + 1
+    held = {}
+    for name, count in sorted(per_set.items()):
+        total = len(last_sets.get(name, ())) or count
+        if count * 2 > total:  # all of them too
+            held[name] = f"mass deletion: {count} of {total} members of ReleaseSet {name}"
+    return held
 
 
 RETIRED = (Reason.DELETED, Reason.ORPHANED)

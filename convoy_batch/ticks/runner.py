@@ -81,6 +81,9 @@ class TickReport:
     push_warning: str | None = None
     commit_error: str | None = None
     """Why the status commits of the tick were not written (they are on a later tick)."""
+    set_warnings: list[str] = field(default_factory=list)
+    """One line per ReleaseSet whose members cannot be told (GenerationFailed) and per
+    member refused for a name another Release holds."""
     collectable: bool = True
     """Every render of the tick is stored and its statuses are in git, so the render
     garbage collection may read them (a shard's report says so of its part)."""
@@ -462,6 +465,8 @@ def _run_tick(
     # The events of this tick's status commits (a shard's are its caller's to deliver).
     notifier = Notifier.open(notification_facts(tick)) if options.shard is None else None
     report = TickReport()
+    if options.shard is None:
+        report.set_warnings = set_warnings(tick)
     with tick.status_store.batch():
         retirements(tick, options, report)
         _reconcile_due(tick, entries, options, report)
@@ -485,6 +490,16 @@ def _run_tick(
         notifier.deliver()
     tick.close()
     return report
+
+
+def set_warnings(tick: Tick) -> list[str]:
+    """The ReleaseSet lines of the tick's snapshot (see :attr:`TickReport.set_warnings`)."""
+    lines = []
+    for name, entry in tick.snapshot.sets.items():
+        if entry.failed is not None:
+            lines.append(f"{name}: GenerationFailed: {entry.failed}; no member is removed")
+        lines.extend(entry.refused)
+    return lines
 
 
 def _unstored(failed: Sequence[tuple[Path, OSError]]) -> bool:

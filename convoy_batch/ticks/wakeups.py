@@ -128,7 +128,7 @@ def work_waiting(repo: Path, state_dir: Path, now: datetime) -> list[str]:
             if reasons:
                 found.append(f"{name} ({' and '.join(reasons)})")
         found += [f"{name} (unfinished)" for name in sorted(tick.stores.intents.names())]
-        removed = set(tick.opened) - set(tick.snapshot.releases)
+        removed = set(tick.opened) - set(tick.snapshot.releases) - set(tick.snapshot.sets)
         removed |= tick.stores.retiring.names()
         found += [f"{name} (removed)" for name in sorted(removed)]
         if any(entry.due(now) for entry in Outbox(state_dir).pending()):

@@ -1,0 +1,293 @@
+"""ReleaseSets through the CLI on directory clusters: one definition, a Release per
+Cluster (README "ReleaseSets"). Members are Releases named ``<set>-<cluster>`` with their
+own status files; members that leave are retired by the Release deletion rules, counted
+per set by the guard; a member set that cannot be told removes nobody."""
+
+from pathlib import Path
+
+import pytest
+
+from tests.scenario import DEPLOYMENT, Scenario
+
+
+def cluster_yaml(name: str, labels: str, vars_: str = "{}") -> str:
+    return (
+        "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\n"
+        f"metadata: {{name: {name}, labels: {labels}}}\nspec: {{vars: {vars_}}}\n"
+    )
+
+
+SETTINGS = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: ${release}-settings}
+data: {env: "${env}", a: "${a}", b: "${b}", c: "${c}", d: "${d}"}
+"""
+
+BY_LABEL = """\
+apiVersion: convoy.dev/v1alpha1
+kind: ReleaseSet
+metadata: {name: web}
+spec:
+  generators:
+  - clusters: {selector: {matchLabels: {env: prod}}}
+  template:
+    namespace: web
+    source: {path: apps/web}
+    vars: {env: "${cluster.labels.env}", a: t, b: t, c: t, d: t}
+"""
+
+
+@pytest.fixture
+def fleet(scenario: Scenario) -> Scenario:
+    """Three Clusters (eu1 and us1 prod, dev1 dev), the app, and the set over prod."""
+    scenario.commit(
+        {
+            "clusters/eu1.yaml": cluster_yaml("eu1", "{env: prod, region: eu}", "{b: c}"),
+            "clusters/us1.yaml": cluster_yaml("us1", "{env: prod, region: us}"),
+            "clusters/dev1.yaml": cluster_yaml("dev1", "{env: dev}"),
+            "apps/web/deployment.yaml": DEPLOYMENT.replace("IMAGE", "1.0"),
+            "apps/web/settings.yaml": SETTINGS,
+            "releases/web.yaml": BY_LABEL,
+        },
+        "web on every prod cluster",
+    )
+    return scenario
+
+
+def live(s: Scenario, cluster: str, name: str) -> Path:
+    return s.state / "clusters" / cluster / "web" / "deployment.apps" / f"{name}.yaml"
+
+
+def settings(s: Scenario, cluster: str, name: str) -> dict[str, str]:
+    import yaml
+
+    path = s.state / "clusters" / cluster / "web" / "configmap" / f"{name}-settings.yaml"
+    return dict(yaml.safe_load(path.read_text())["data"])
+
+
+def test_a_set_over_clusters_by_label_makes_one_release_per_cluster(fleet: Scenario) -> None:
+    s = fleet
+    result = s.reconcile()
+
+    assert result.code == 0, result.err
+    assert s.has_status("web-eu1") and s.has_status("web-us1")
+    assert not s.has_status("web-dev1") and not s.has_status("web")
+    assert live(s, "eu1", "web-eu1").exists() and live(s, "us1", "web-us1").exists()
+    assert not (s.state / "clusters" / "dev1").exists()
+    assert settings(s, "eu1", "web-eu1")["env"] == "prod"
+    assert sorted(s.status_log()) == ["web-eu1: Synced", "web-us1: Synced"]
+    # A member is a Release: status, plan and history name it.
+    assert "web-us1" in s.cli("status").out
+    assert s.cli("plan", "web-eu1", "--now", "2026-11-29T12:01:00Z").code == 0
+
+
+def test_a_cluster_that_gains_the_label_gains_a_member_and_one_that_loses_it_loses_one(
+    fleet: Scenario,
+) -> None:
+    s = fleet
+    assert s.reconcile().code == 0
+    s.commit({"clusters/dev1.yaml": cluster_yaml("dev1", "{env: prod}")}, "dev1 is prod now")
+
+    assert s.reconcile(minutes=1).code == 0
+    assert s.has_status("web-dev1") and live(s, "dev1", "web-dev1").exists()
+
+    s.commit({"clusters/us1.yaml": cluster_yaml("us1", "{env: staging}")}, "us1 leaves prod")
+    result = s.reconcile(minutes=2)
+
+    assert result.code == 0, result.err
+    assert not s.has_status("web-us1")  # one of three members: the guard lets it go
+    assert not live(s, "us1", "web-us1").exists()
+    assert s.status_log()[0].startswith("web-us1: - -> Deleted (")
+    assert live(s, "eu1", "web-eu1").exists() and live(s, "dev1", "web-dev1").exists()
+
+
+def test_a_cluster_file_made_unparseable_removes_no_member(fleet: Scenario) -> None:
+    s = fleet
+    assert s.reconcile().code == 0
+    s.commit({"clusters/us1.yaml": "kind: Cluster\nmetadata: [not, a, mapping\n"}, "oops")
+
+    result = s.reconcile(minutes=1)
+
+    # The set cannot tell whether us1 is still a member: web-us1 stays, and says why.
+    assert s.status("web-us1")["lastAttempted"]["reason"] == "DeletionPending"
+    assert live(s, "us1", "web-us1").exists()
+    assert "web: GenerationFailed: clusters/us1.yaml: " in result.err
+    assert "web-us1: DeletionPending: deletion waits: ReleaseSet web: GenerationFailed: " \
+        "clusters/us1.yaml" in result.err  # fmt: skip
+    assert result.code == 1
+    # The members it can tell keep syncing.
+    assert s.reconcile("web-eu1", minutes=2).code == 0
+
+    s.commit({"clusters/us1.yaml": cluster_yaml("us1", "{env: prod, region: us}")}, "fixed")
+    assert s.reconcile(minutes=3).code == 0
+    assert s.has_status("web-us1") and live(s, "us1", "web-us1").exists()
+    assert not any("Deleted" in line for line in s.status_log())
+
+
+def test_a_selector_change_to_zero_members_is_blocked_until_allowed(fleet: Scenario) -> None:
+    s = fleet
+    assert s.reconcile().code == 0
+    s.commit({"releases/web.yaml": BY_LABEL.replace("env: prod", "env: nowhere")}, "typo")
+
+    result = s.reconcile(minutes=1)
+
+    assert result.code == 0, result.err
+    assert "DeletionBlocked" in result.err or "DeletionBlocked" in result.out
+    assert s.has_status("web-eu1") and s.has_status("web-us1")
+    assert live(s, "eu1", "web-eu1").exists() and live(s, "us1", "web-us1").exists()
+
+    result = s.reconcile(minutes=2, extra=("--allow-deletions",))
+    assert result.code == 0, result.err
+    assert not s.has_status("web-eu1") and not s.has_status("web-us1")
+    assert not live(s, "eu1", "web-eu1").exists()
+
+
+def test_the_guard_counts_a_set_s_members(fleet: Scenario) -> None:
+    """Two of two members of one set leave while each of their Clusters keeps most of its
+    Releases: only the set's count holds them."""
+    s = fleet
+    others = {
+        f"releases/other{i}.yaml": (
+            "apiVersion: convoy.dev/v1alpha1\nkind: Release\n"
+            f"metadata: {{name: other{i}}}\n"
+            f"spec: {{cluster: {('eu1', 'us1')[i % 2]}, namespace: other{i}, "
+            "source: {path: apps/other}}\n"
+        )
+        for i in range(6)
+    }
+    others["apps/other/configmap.yaml"] = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${release}}\ndata: {a: b}\n"
+    )
+    s.commit(others, "three more Releases on each of eu1 and us1")
+    assert s.reconcile().code == 0
+    s.commit({"releases/web.yaml": BY_LABEL.replace("env: prod", "env: nowhere")}, "typo")
+
+    result = s.reconcile(minutes=1)
+
+    assert "mass deletion: 2 of 2 members of ReleaseSet web" in result.err + result.out
+    assert s.has_status("web-eu1") and s.has_status("web-us1")
+
+
+LISTED = """\
+apiVersion: convoy.dev/v1alpha1
+kind: ReleaseSet
+metadata: {name: web}
+spec:
+  generators:
+  - list:
+      elements:
+      - {cluster: eu1, image: "1.0", vars: {c: e, d: e}}
+      - {cluster: us1}
+  template:
+    namespace: web
+    source: {path: apps/web}
+    vars: {env: "${element.image}", a: t, b: t, c: t, d: t}
+  overrides:
+  - selector: {matchLabels: {region: eu}}
+    vars: {d: o}
+"""
+
+
+def test_vars_come_from_template_cluster_element_then_override(fleet: Scenario) -> None:
+    s = fleet
+    s.commit({"releases/web.yaml": LISTED}, "listed")
+
+    result = s.reconcile()
+
+    # template < Cluster spec.vars < the element's vars < the first matching override
+    assert settings(s, "eu1", "web-eu1") == {"env": "1.0", "a": "t", "b": "c", "c": "e", "d": "o"}
+    # us1's element has no image: that member alone is invalid, naming the name.
+    assert "releases/web.yaml (member web-us1): spec.template: ${element.image} is not " \
+        "defined" in result.err  # fmt: skip
+    assert s.status("web-us1")["lastAttempted"]["reason"] == "InvalidRelease"
+    assert not live(s, "us1", "web-us1").exists()
+    assert result.code == 1
+
+
+def test_a_hand_written_release_keeps_its_name_over_a_member(fleet: Scenario) -> None:
+    s = fleet
+    hand = (
+        "apiVersion: convoy.dev/v1alpha1\nkind: Release\nmetadata: {name: web-eu1}\n"
+        "spec: {cluster: eu1, namespace: hand, source: {path: apps/web}, vars: "
+        "{env: hand, a: h, b: h, c: h, d: h}}\n"
+    )
+    s.commit({"releases/web-eu1.yaml": hand}, "a hand-written web-eu1")
+
+    result = s.reconcile()
+
+    assert result.code == 0, result.err
+    line = (
+        "releases/web.yaml: member web-eu1 refused: releases/web-eu1.yaml (a Release) has that name"
+    )
+    assert line in result.err
+    hand_live = s.state / "clusters" / "eu1" / "hand" / "deployment.apps" / "web-eu1.yaml"
+    assert hand_live.exists() and not live(s, "eu1", "web-eu1").exists()
+    assert s.has_status("web-us1")
+
+
+MATRIX = """\
+apiVersion: convoy.dev/v1alpha1
+kind: ReleaseSet
+metadata: {name: addons}
+spec:
+  generators:
+  - matrix:
+      generators:
+      - directories: {path: "addons/*"}
+      - clusters: {selector: {matchExpressions: [{key: env, operator: In, values: [prod]}]}}
+  template:
+    namespace: "${path.basename}"
+    source: {path: "${path}"}
+"""
+
+
+def test_a_matrix_of_folders_and_clusters_makes_every_combination(fleet: Scenario) -> None:
+    s = fleet
+    configmap = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${release}}\ndata: {a: b}\n"
+    s.commit(
+        {
+            "releases/web.yaml": None,
+            "releases/addons.yaml": MATRIX,
+            "addons/ingress/cm.yaml": configmap,
+            "addons/certs/cm.yaml": configmap,
+        },
+        "addons",
+    )
+
+    result = s.reconcile()
+
+    assert result.code == 0, result.err
+    names = {f"addons-{a}-{c}" for a in ("certs", "ingress") for c in ("eu1", "us1")}
+    assert all(s.has_status(n) for n in names)
+    cm = s.state / "clusters" / "us1" / "ingress" / "configmap" / "addons-ingress-us1.yaml"
+    assert cm.exists()
+
+
+def test_a_removed_set_s_members_are_retired_once_allowed(fleet: Scenario) -> None:
+    s = fleet
+    assert s.reconcile().code == 0
+    s.commit({"releases/web.yaml": None}, "no more web")
+
+    result = s.reconcile(minutes=1)
+
+    assert "web-eu1: - DeletionBlocked render=- since=- (mass deletion: " in result.out
+    assert live(s, "eu1", "web-eu1").exists()
+    s.commit({"README.md": "web is gone\n"}, "let it go\n\nConvoy-Allow-Delete: all")
+    result = s.reconcile(minutes=2)
+    assert result.code == 0, result.err
+    assert not s.has_status("web-eu1") and not s.has_status("web-us1")
+    assert not live(s, "eu1", "web-eu1").exists() and not live(s, "us1", "web-us1").exists()
+
+
+def test_a_set_file_that_does_not_parse_removes_no_member(fleet: Scenario) -> None:
+    s = fleet
+    assert s.reconcile().code == 0
+    s.commit({"releases/web.yaml": BY_LABEL.replace("template:", "templat:")}, "oops")
+
+    result = s.reconcile(minutes=1)
+
+    assert result.code == 1
+    assert "web: InvalidRelease: releases/web.yaml: spec" in result.err
+    assert "web-eu1: DeletionPending: deletion waits: releases/web.yaml" in result.err
+    assert live(s, "eu1", "web-eu1").exists() and live(s, "us1", "web-us1").exists()
