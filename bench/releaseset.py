@@ -11,7 +11,6 @@ selecting them by label). Prints, for each, a first tick, a steady tick of every
 """
 
 import argparse
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tick import T0, app_files, measure  # bench/tick.py, next to this script
+from tick import T0, app_files, commit_all, measure, write_clusters  # bench/tick.py
 
 from convoy_batch.ticks.runner import run_tick
 
@@ -52,13 +51,7 @@ spec:
 def build(root: Path, apps: int, clusters: int, *, sets: bool) -> None:
     """The repository: ``apps`` apps on ``clusters`` Clusters, as sets or by hand."""
     cluster_names = [f"c{c:03d}" for c in range(clusters)]
-    (root / "clusters").mkdir(parents=True)
-    for name in cluster_names:
-        (root / "clusters" / f"{name}.yaml").write_text(
-            "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\n"
-            f"metadata: {{name: {name}, labels: {{fleet: bench}}}}\nspec: {{vars: {{env: b}}}}\n"
-        )
-    (root / "releases").mkdir()
+    write_clusters(root, cluster_names, "{vars: {env: b}}", ", labels: {fleet: bench}")
     for a in range(apps):
         app = f"app{a:02d}"
         folder = root / "apps" / app
@@ -71,12 +64,7 @@ def build(root: Path, apps: int, clusters: int, *, sets: bool) -> None:
         for cluster in cluster_names:
             text = RELEASE.format(app=app, cluster=cluster)
             (root / "releases" / f"{app}-{cluster}.yaml").write_text(text)
-    git = ["git", "-C", str(root)]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    subprocess.run([*git, "config", "user.name", "bench"], check=True)
-    subprocess.run([*git, "config", "user.email", "bench@localhost"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "bench"], check=True)
+    commit_all(root)
 
 
 def tick(repo: Path, state: Path, minutes: int, all_releases: bool) -> Callable[[], object]:

@@ -95,13 +95,7 @@ def build_repo(
     manifest texts."""
     texts: list[str] = []
     names = ["bench"] if clusters == 1 else [f"bench-{c:02d}" for c in range(clusters)]
-    (root / "clusters").mkdir(parents=True)
-    for cluster_name in names:
-        (root / "clusters" / f"{cluster_name}.yaml").write_text(
-            "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\n"
-            f"metadata: {{name: {cluster_name}}}\nspec: {cluster}\n"
-        )
-    (root / "releases").mkdir()
+    write_clusters(root, names, cluster)
     for i in range(releases):
         name = f"{prefix}-{i:04d}"
         app = root / "apps" / name
@@ -121,13 +115,30 @@ def build_repo(
             "  vars: {replicas: '2'}\n"
             "  failurePolicy: {progressDeadline: 10m}\n" + release_extra
         )
+    commit_all(root)
+    return texts
+
+
+def write_clusters(root: Path, names: list[str], spec: str, metadata: str = "") -> None:
+    """``clusters/<name>.yaml`` for each name (``spec`` and extra ``metadata`` in flow
+    style), and the empty ``releases/``."""
+    (root / "clusters").mkdir(parents=True)
+    for name in names:
+        (root / "clusters" / f"{name}.yaml").write_text(
+            "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\n"
+            f"metadata: {{name: {name}{metadata}}}\nspec: {spec}\n"
+        )
+    (root / "releases").mkdir()
+
+
+def commit_all(root: Path) -> None:
+    """A git repository at ``root`` with everything in it as one commit."""
     git = ["git", "-C", str(root)]
     subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
     subprocess.run([*git, "config", "user.name", "bench"], check=True)
     subprocess.run([*git, "config", "user.email", "bench@localhost"], check=True)
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-q", "-m", "bench"], check=True)
-    return texts
 
 
 def _child(fn: Callable[[], object], queue: "mp.Queue[tuple[float, int, str]]") -> None:

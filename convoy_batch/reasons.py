@@ -23,6 +23,9 @@ class Reason(StrEnum):
     """A closed sync window holds the Release's render (README, "Sync windows")."""
     WAITING_FOR_DEPENDENCY = "WaitingForDependency"
     """A dependency (``dependsOn``) is not ready: the Release's new render waits."""
+    WAITING_FOR_MAX_IN_FLIGHT = "WaitingForMaxInFlight"
+    """A ReleaseSet member's new render waits: ``maxInFlight`` members of its Cluster
+    wave are rolling out (README, "ReleaseSets")."""
     DELETION_BLOCKED = "DeletionBlocked"
     """A removed Release held by the mass-deletion guard (README, "Deleting a Release")."""
     DELETED = "Deleted"
@@ -100,6 +103,7 @@ GATE_REASONS: frozenset[Reason] = frozenset(
         Reason.WAVE_TIMEOUT,
         Reason.WAITING_FOR_SYNC_WINDOW,
         Reason.WAITING_FOR_DEPENDENCY,
+        Reason.WAITING_FOR_MAX_IN_FLIGHT,
     }
 )
 """Outcome reasons of a gate that stopped or held the sync (SPEC 6.2, 7)."""

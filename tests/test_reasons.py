@@ -79,6 +79,7 @@ def test_the_reason_texts_are_unchanged() -> None:
         "ApplyFailed", "PruneFailed", "StateFailed", "NewRender", "Healthy", "Unhealthy",
         "ProgressDeadlineExceeded", "DeletionPending", "DeletionBlocked", "Deleted", "Orphaned",
         "WaitingForSyncWindow", "InvalidSyncWindow", "WaitingForDependency",
+        "WaitingForMaxInFlight",
         "Drifted", "DriftResolved", "DriftCorrected",
     }  # fmt: skip
 
@@ -93,6 +94,7 @@ def test_the_wake_up_causes_keep_their_texts() -> None:
     assert {str(r) for r in WAKE_REASONS} == {
         "health changed", "deadline passed", "release changed", "source changed",
         "forced sync", "never reconciled", "sync window opened", "dependency changed",
+        "member in flight changed",
     }  # fmt: skip
     assert {str(r) for r in set(DueReason) - WAKE_REASONS} == {
         "full resync", "interval", "invalid release file", "invalid force-sync annotation",

@@ -291,3 +291,95 @@ def test_a_set_file_that_does_not_parse_removes_no_member(fleet: Scenario) -> No
     assert "web: InvalidRelease: releases/web.yaml: spec" in result.err
     assert "web-eu1: DeletionPending: deletion waits: releases/web.yaml" in result.err
     assert live(s, "eu1", "web-eu1").exists() and live(s, "us1", "web-us1").exists()
+
+
+WAVES = """\
+apiVersion: convoy.dev/v1alpha1
+kind: ReleaseSet
+metadata: {name: web}
+spec:
+  generators:
+  - clusters: {selector: {matchLabels: {fleet: web}}}
+  maxInFlight: 1
+  template:
+    namespace: web
+    convoy: web
+    source: {path: apps/web}
+    vars: {env: x, a: t, b: t, c: t, d: t}
+    failurePolicy: {rollback: Auto, progressDeadline: 10m}
+"""
+
+
+def wave_cluster(name: str, wave: int) -> str:
+    return (
+        "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\n"
+        f"metadata: {{name: {name}, labels: {{fleet: web}}}}\nspec: {{wave: {wave}}}\n"
+    )
+
+
+def deployment_status(s: Scenario, cluster: str, name: str, healthy: bool) -> None:
+    """Play the Deployment controller of ``cluster``: ready, or past its deadline."""
+    import yaml
+
+    path = live(s, cluster, name)
+    obj = yaml.safe_load(path.read_text())
+    gen, n = obj["metadata"].get("generation", 1), obj["spec"]["replicas"]
+    if healthy:
+        counts = ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas")
+        status = {"observedGeneration": gen, **dict.fromkeys(counts, n)}
+        status["conditions"] = [{"type": "Available", "status": "True"}]
+    else:
+        status = {"observedGeneration": gen, "replicas": n, "updatedReplicas": n}
+        status["conditions"] = [
+            {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}
+        ]
+    obj["status"] = status
+    path.write_text(yaml.safe_dump(obj))
+
+
+def reasons(s: Scenario, *names: str) -> list[str]:
+    return [s.status(n)["lastAttempted"]["reason"] for n in names]
+
+
+def test_max_in_flight_rolls_a_wave_out_one_member_at_a_time(scenario: Scenario) -> None:
+    s = scenario
+    s.commit(
+        {
+            "clusters/a.yaml": wave_cluster("a", 0),
+            "clusters/b.yaml": wave_cluster("b", 0),
+            "clusters/c.yaml": wave_cluster("c", 0),
+            "clusters/z.yaml": wave_cluster("z", 1),
+            "apps/web/deployment.yaml": DEPLOYMENT.replace("IMAGE", "1.0"),
+            "apps/web/settings.yaml": SETTINGS,
+            "releases/web.yaml": WAVES,
+        },
+        "web in two waves, one member at a time",
+    )
+
+    result = s.reconcile()
+
+    assert result.code == 0, result.err
+    assert reasons(s, "web-a", "web-b", "web-c", "web-z") == [
+        "Synced", "WaitingForMaxInFlight", "WaitingForMaxInFlight", "WaitingForClusterWave"
+    ]  # fmt: skip
+    assert s.status("web-b")["lastAttempted"]["message"] == (
+        "ReleaseSet web: 1 of 3 members of cluster wave 0 not yet Succeeded (maxInFlight 1): web-a"
+    )
+    assert not live(s, "b", "web-b").exists()
+
+    deployment_status(s, "a", "web-a", healthy=True)
+    assert s.reconcile(minutes=1).code == 0  # web-a Succeeded
+    assert s.status("web-a")["rollout"]["state"] == "Succeeded"
+    # The next tick wakes the waiting members (another member's status changed): b starts.
+    assert s.reconcile(minutes=2).code == 0
+    assert reasons(s, "web-b", "web-c") == ["Synced", "WaitingForMaxInFlight"]
+    assert live(s, "b", "web-b").exists()
+
+    # b fails (a first rollout: nothing to roll back to): its place stays taken, so c
+    # and the next wave wait.
+    deployment_status(s, "b", "web-b", healthy=False)
+    assert s.reconcile(minutes=3).code == 0
+    assert s.status("web-b")["rollout"]["state"] == "Failed"
+    assert s.reconcile(minutes=4, extra=("--all",)).code == 0
+    assert reasons(s, "web-c", "web-z") == ["WaitingForMaxInFlight", "WaitingForClusterWave"]
+    assert not live(s, "c", "web-c").exists() and not live(s, "z", "web-z").exists()

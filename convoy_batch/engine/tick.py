@@ -201,6 +201,9 @@ class Tick:
     """Guards what Releases reconciled on several threads create together."""
     rendered: dict[str, Rendered] = field(default_factory=dict)
     """Release -> its render of this tick (``stages.render.stage_render``, once a tick)."""
+    flights: dict[str, set[str]] = field(default_factory=dict)
+    """ReleaseSet -> its members that started a rollout in this tick (``maxInFlight``,
+    ``stages.gates.max_in_flight_gate``; under :attr:`lock`)."""
     ownership: Ownership | None = None
     """See :meth:`owners`."""
     deployer_factory: DeployerFactory = make_deployer

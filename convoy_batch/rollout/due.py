@@ -36,6 +36,9 @@ class DueReason(StrEnum):
     """A render a closed sync window held, now that the window is open."""
     DEPENDENCY_CHANGED = "dependency changed"
     """A render that waits for a dependency whose status changed since."""
+    FLIGHT_CHANGED = "member in flight changed"
+    """A ReleaseSet member's render that waits for ``maxInFlight``, and another member of
+    its set whose status changed since."""
     INVALID_RELEASE = "invalid release file"
     """Always due: the reconcile reports the error."""
     INVALID_FORCE_SYNC = "invalid force-sync annotation"
@@ -65,6 +68,7 @@ def due_reasons(
     now: datetime,
     window_opened: bool = False,
     dependency_changed: bool = False,
+    flight_changed: bool = False,
 ) -> Sequence[DueReason]:
     """Why the Release is due now (empty: not due). Items 1-4 of SPEC 13; item 2 only
     when ``health`` (this tick's observation) is given. ``window_opened``: a closed sync
@@ -96,6 +100,8 @@ def due_reasons(
         reasons.append(DueReason.WINDOW_OPENED)
     if dependency_changed:
         reasons.append(DueReason.DEPENDENCY_CHANGED)
+    if flight_changed:
+        reasons.append(DueReason.FLIGHT_CHANGED)
     if memory.release_blob is not None and release_blob != memory.release_blob:
         reasons.append(DueReason.RELEASE_CHANGED)
     if memory.source_revision is not None and source_revision != memory.source_revision:

@@ -31,6 +31,7 @@ WAITING = frozenset(
         Reason.WAITING_FOR_WAVE_HEALTH,
         Reason.WAITING_FOR_MANUAL_SYNC,
         Reason.WAITING_FOR_CLUSTER_WAVE,
+        Reason.WAITING_FOR_MAX_IN_FLIGHT,
     }
 )
 """Outcome reasons of a gate that holds the sync: the Release waits (a wave timeout is not

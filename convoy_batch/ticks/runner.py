@@ -36,7 +36,14 @@ from convoy_batch.errors import (
 )
 from convoy_batch.health.cel import rules_for
 from convoy_batch.health.observer import observe
-from convoy_batch.models import Cluster, Release, ReleaseInventory, ReleaseStatus, RolloutState
+from convoy_batch.models import (
+    LABEL_RELEASE_SET,
+    Cluster,
+    Release,
+    ReleaseInventory,
+    ReleaseStatus,
+    RolloutState,
+)
 from convoy_batch.notify import Notifier, ReleaseFacts, TickFacts
 from convoy_batch.reasons import Reason
 from convoy_batch.reconcile import handle_release, pending_force_sync, source_revision
@@ -143,6 +150,7 @@ def is_due(
         now=tick.now,
         window_opened=window_opened(tick, release, status),
         dependency_changed=dependency_changed(tick, release, status),
+        flight_changed=flight_changed(tick, release, status),
     )
 
 
@@ -156,6 +164,21 @@ def dependency_changed(tick: Tick, release: Release, status: ReleaseStatus) -> b
     for dependency in release.spec.depends_on:
         written = written_at(tick.status(dependency.name))
         if last is None or (written is not None and written > last):
+            return True
+    return False
+
+
+def flight_changed(tick: Tick, release: Release, status: ReleaseStatus) -> bool:
+    """The Release's render waits for ``maxInFlight`` (a ReleaseSet member), and another
+    member of its set had its status written since the Release was last reconciled."""
+    attempt = status.last_attempted
+    if attempt is None or attempt.reason != Reason.WAITING_FOR_MAX_IN_FLIGHT:
+        return False
+    entry = tick.snapshot.sets.get(release.metadata.labels.get(LABEL_RELEASE_SET, ""))
+    last = tick.stores.ticks.load(release.name).last_reconcile_at
+    for member in entry.members if entry is not None else ():
+        written = written_at(tick.status(member))
+        if member != release.name and (last is None or (written and written > last)):
             return True
     return False
 

@@ -1,5 +1,5 @@
 """``stage_gates`` (SPEC 6.2): the manual sync gate, the dependency gate, the sync
-window gate, then the cluster wave gate.
+window gate, the cluster wave gate, then a ReleaseSet's ``maxInFlight``.
 
 A gate that stops the reconcile is a value (a ``GateDecision`` that stops: reason and
 message), not an exception.
@@ -13,7 +13,14 @@ from datetime import datetime
 from convoy_batch.engine.stages.render import stage_render
 from convoy_batch.engine.tick import Tick
 from convoy_batch.errors import ConvoyError, InvalidSyncWindow
-from convoy_batch.models import Cluster, Release, ReleaseStatus, SyncMode
+from convoy_batch.models import (
+    LABEL_RELEASE_SET,
+    Cluster,
+    Release,
+    ReleaseStatus,
+    RolloutState,
+    SyncMode,
+)
 from convoy_batch.reasons import Reason
 from convoy_batch.renderers.pipeline import Render
 from convoy_batch.rollout import GateDecision, GateKind
@@ -152,6 +159,68 @@ def cluster_wave_gate(
     return None
 
 
+def max_in_flight_gate(
+    tick: Tick, release: Release, cluster: Cluster, render: Render
+) -> GateDecision | None:
+    """A ReleaseSet member's new render (a first rollout included) starts only while
+    fewer than ``maxInFlight`` other members of its set on Clusters of the same wave are
+    in flight (:func:`_in_flight`) or started in this tick; one already rolling out this
+    render goes on.
+    A start takes its place under the tick's lock (members may reconcile side by side)."""
+    set_name = release.metadata.labels.get(LABEL_RELEASE_SET)
+    entry = tick.snapshot.sets.get(set_name or "")
+    if set_name is None or entry is None or entry.release_set.spec.max_in_flight is None:
+        return None
+    status = tick.status(release.name)
+    if _synced(status, render) or _in_flight(status) == render.ref:
+        return None
+    wave = cluster.spec.wave
+    peers = [m for m in entry.members if m != release.name and _wave_of(tick, m) == wave]
+    limit = entry.release_set.spec.max_in_flight
+    allowed = in_flight_limit(limit, len(peers) + 1)
+    with tick.lock:
+        started = tick.flights.setdefault(set_name, set())
+        flying = sorted(m for m in peers if m in started or _in_flight(tick.status(m)))
+        if len(flying) >= allowed:
+            return _stop(
+                Reason.WAITING_FOR_MAX_IN_FLIGHT,
+                f"ReleaseSet {set_name}: {len(flying)} of {len(peers) + 1} members of "
+                f"cluster wave {wave} not yet Succeeded (maxInFlight {limit}): "
+                + ", ".join(flying),
+            )
+        started.add(release.name)
+    return None
+
+
+def in_flight_limit(limit: int | str, members: int) -> int:
+    """``maxInFlight`` as a number of members: a share is rounded down, at least 1."""
+    if isinstance(limit, str):
+        return max(1, members * int(limit.removesuffix("%")) // 100)
+    return limit
+
+
+def _wave_of(tick: Tick, name: str) -> int | None:
+    entry = tick.snapshot.releases.get(name)
+    if entry is None or entry.release is None:
+        return None
+    cluster = tick.snapshot.clusters.get(entry.release.spec.cluster)
+    return cluster.spec.wave if cluster is not None else None
+
+
+def _in_flight(status: ReleaseStatus) -> str | None:
+    """The render a Release holds a place of ``maxInFlight`` for: one it applied and is
+    rolling out (a gate that held it before any apply is not), or one that rolled back or
+    failed (a failure stops its wave, as a failed canary does, until a render succeeds)."""
+    rollout, applied = status.rollout, status.last_successful
+    if rollout is None:
+        return None
+    if rollout.state in (RolloutState.ROLLED_BACK, RolloutState.FAILED):
+        return rollout.render_ref
+    if rollout.state == RolloutState.PROGRESSING and applied is not None:
+        return rollout.render_ref if applied.render_ref == rollout.render_ref else None
+    return None
+
+
 def _stop(reason: Reason, message: str, applied: bool = False) -> GateDecision:
     return GateDecision(GateKind.STOP, reason=reason, message=message, applied=applied)
 
@@ -172,4 +241,5 @@ def stage_gates(
         or dependency_gate(tick, release, status, render)
         or window_gate(windows, status, render, force_pending)
         or cluster_wave_gate(tick, release, cluster, render)
+        or max_in_flight_gate(tick, release, cluster, render)
     )
