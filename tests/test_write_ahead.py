@@ -274,3 +274,28 @@ def test_a_decision_whose_step_fails_when_completed_is_still_committed(
     assert status["lastAttempted"]["applied"] is False
     assert "no valid blob for last healthy" in status["lastAttempted"]["message"]
     assert not (s.state / "intents" / "web.json").exists()
+
+
+def test_a_tick_skips_a_release_whose_status_another_tick_committed_since(
+    scenario: Scenario,
+) -> None:
+    """Two ticks read HEAD; the second commits web's status first. The first, when it
+    comes to web, decides nothing from the status it read: web is skipped, no commit."""
+    from convoy_batch.engine.tick import Tick
+    from convoy_batch.ticks import runner
+
+    s = scenario
+    s.app()
+    slow = Tick.open(s.root, s.state, T0)
+    assert s.reconcile().code == 0  # the other tick: web none -> Progressing
+    head = s.head()
+
+    report = runner.TickReport()
+    with slow.status_store.batch():
+        options = runner.TickOptions(names=("web",))
+        runner._reconcile_due(slow, runner.select(slow, ["web"]), options, report)
+    slow.close()
+
+    assert report.skipped == {"web": runner.RACED}
+    assert report.handled == []
+    assert s.head() == head and len(s.status_log()) == 1

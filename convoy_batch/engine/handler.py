@@ -45,8 +45,10 @@ class Handled:
 
     @property
     def changed(self) -> bool:
-        """The status changed (and is committed): a transition, an apply, a new error."""
-        return self.committed is not None
+        """The status changed and its commit was written: a transition, an apply, a new
+        error. Waits for the commit (ask once the tick's batch is written): a status that
+        another tick committed first, or whose batch was not written, did not change."""
+        return self.commit is not None
 
     @property
     def commit(self) -> str | None:

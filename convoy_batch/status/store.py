@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import git
+from git.refs.symbolic import SymbolicReference
 
 from convoy_batch.errors import StateFailed, UsageError
 from convoy_batch.models import ReleaseStatus
@@ -64,6 +65,12 @@ class StatusStore:
         self._texts: dict[str, str] = {}
         self._queue: list[tuple[Future[_Planned | None], Future[str | None]]] | None = None
         self._texter: ThreadPoolExecutor | None = None
+        self._read_at: str | None = None
+        """The HEAD commit :meth:`_read_head_blobs` last read."""
+        self._opened: tuple[str | None, dict[str, str]] = (None, {})
+        """The HEAD commit :meth:`load_all` read, and its status blob ids by Release."""
+        self._probe: git.Repo | None = None
+        """:meth:`committed_since_opened`'s reader (one caller at a time)."""
 
     def recover(self) -> None:
         """Repair what a convoy-batch process killed while writing git left behind. When
@@ -82,12 +89,31 @@ class StatusStore:
         With ``cache``, a file whose blob was parsed before is not read again."""
         statuses = {}
         self._blobs, self._texts = None, {}
-        for name, blob in self._head_blobs().items():
+        blobs = self._head_blobs()
+        self._opened = (self._read_at, {name: blob.hexsha for name, blob in blobs.items()})
+        for name, blob in blobs.items():
             status = _load_blob(blob, cache)
             if status is None:
                 self.unreadable.add(name)
             statuses[name] = status or ReleaseStatus()
         return statuses
+
+    def committed_since_opened(self, name: str) -> bool:
+        """Whether another writer committed ``status/<name>.yaml`` since :meth:`load_all`
+        read HEAD (a tick racing this one): HEAD is read now, the file only when HEAD
+        moved. One caller at a time."""
+        opened_head, opened = self._opened
+        if self._probe is None:  # its own git processes: the texts' thread uses self.repo
+            self._probe = git.Repo(self.repo.git_dir)
+        # HEAD's commit id alone (a third of the cost of reading its commit object).
+        if SymbolicReference.dereference_recursive(self._probe, "HEAD") == opened_head:
+            return False
+        head = self._probe.head.commit
+        try:
+            now: str | None = (head.tree / _path(name)).hexsha
+        except KeyError:
+            now = None
+        return now != opened.get(name)
 
     def load(self, name: str) -> ReleaseStatus:
         """The status of ``name`` at HEAD; empty when there is none or it is invalid."""
@@ -106,7 +132,9 @@ class StatusStore:
 
     def _read_head_blobs(self) -> dict[str, git.Blob]:
         try:
-            folder = self.repo.head.commit.tree / STATUS_DIR
+            commit = self.repo.head.commit
+            self._read_at = commit.hexsha
+            folder = commit.tree / STATUS_DIR
         except (ValueError, KeyError):  # ValueError: an unborn branch, no commit yet
             return {}
         if folder.type != "tree":

@@ -396,10 +396,17 @@ def _save_observed(tick: Tick, entry: ReleaseEntry) -> None:
         log.warning("%s: health not recorded: %s", entry.name, exc)
 
 
+RACED = "another tick committed its status after this one read it; the next tick goes on"
+"""Why a Release is skipped whose status another tick committed while this one ran: its
+decision would be made from the status this tick read, which is no longer HEAD's."""
+
+
 def _handle_locked(tick: Tick, entry: ReleaseEntry) -> "Handled | str":
     try:
         with tick.stores.locks.release(entry.name):
-            return handle_release(tick, entry)
+            with tick.lock:  # the status store's repository is not shared across threads
+                raced = tick.status_store.committed_since_opened(entry.name)
+            return RACED if raced else handle_release(tick, entry)
     except LockBusy:
         return "another reconcile holds its lock"
     except StateFailed as exc:  # its lock file cannot be used
