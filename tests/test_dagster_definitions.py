@@ -371,6 +371,19 @@ def test_the_discovery_sensor_adds_and_removes_partitions_with_the_files(
     assert sorted(example.instance.get_dynamic_partitions("releases")) == ["db", "reports", "web"]
 
 
+def test_a_release_set_s_members_are_partitions(example: Example) -> None:
+    assert discover(example) == [("add", ["api", "reports", "web"])]
+    release_set = (
+        "apiVersion: convoy.dev/v1alpha1\nkind: ReleaseSet\nmetadata: {name: edge}\n"
+        "spec:\n  generators: [{list: {elements: [{cluster: staging}]}}]\n"
+        "  template: {source: {path: apps/web}}\n"
+    )
+    commit_files(example.repo, {"releases/edge.yaml": release_set})
+
+    # The member, not the set: each member has its own status, events and forced sync.
+    assert discover(example) == [("add", ["edge-staging"])]
+
+
 def test_a_retired_release_s_partition_goes_once_its_status_file_is_removed(
     example: Example,
 ) -> None:
