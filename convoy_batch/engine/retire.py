@@ -135,7 +135,9 @@ def decide_retirements(tick: Tick, options: RetireOptions = RetireOptions()) -> 
     versions = {name: tick.repo.last_version(name, tick.snapshot.commit) for name in gone}
     for name in gone:  # no commit removed a file of it: it may have left a ReleaseSet
         if versions[name] is None:
-            versions[name] = tick.repo.last_member_version(name, tick.snapshot.commit)
+            versions[name] = tick.repo.last_member_version(
+                name, tick.snapshot.commit, tick.cache("repo")
+            )
     members = {n: _set_of(v) for n, v in versions.items()}
     last = _last_snapshot(tick)
     tick.gone.update(

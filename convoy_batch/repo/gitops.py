@@ -9,7 +9,6 @@ ReleaseSet file (``kind: ReleaseSet``, README "ReleaseSets") gives one entry per
 
 import hashlib
 import json
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
@@ -26,8 +25,6 @@ from convoy_batch.models import Cluster, Model, Name, Release, ReleaseSet, parse
 from convoy_batch.rollout.depends import refused
 from convoy_batch.rollout.releaseset import Folders, Member, directory_patterns, generate
 from convoy_batch.state.caches import ParseCache
-
-log = logging.getLogger(__name__)
 
 RELEASES_DIR = "releases"
 STATUS_DIR = "status"
@@ -224,22 +221,28 @@ class GitOpsRepo:
             return LastVersion(name, "", paths[0], None, why)
         return None
 
-    def last_member_version(self, name: str, head: str) -> "LastVersion | None":
+    def last_member_version(
+        self, name: str, head: str, cache: ParseCache | None = None
+    ) -> "LastVersion | None":
         """ReleaseSet member ``name`` as the newest commit that generated it had it: the
         first parent of the newest commit on ``head``'s first-parent line after which it
-        is no member (None: no such commit among the last :data:`MEMBER_HISTORY`)."""
+        is no member (None: no such commit among the last :data:`MEMBER_HISTORY`). Each
+        commit is read as :meth:`snapshot` reads one (``cache``: the files parsed before)."""
         if (name, f"member:{head}") in self._versions:
             return self._versions[name, f"member:{head}"]
         found = None
         try:
+            # Membership changes with any file but the statuses (a set, a Cluster, a
+            # folder), so convoy-batch's own status commits are not walked.
             shas = self.repo.git.log(
-                "--first-parent", "--format=%H", f"--max-count={MEMBER_HISTORY}", head
-            ).split()
+                "--first-parent", "--format=%H", f"--max-count={MEMBER_HISTORY}", head,
+                "--", ".", f":(exclude){STATUS_DIR}",
+            ).split()  # fmt: skip
             for sha in shas:
                 parents = self.repo.commit(sha).parents
                 if not parents:
                     break
-                before = self.snapshot(revision=parents[0].hexsha)
+                before = self.snapshot(cache, revision=parents[0].hexsha)
                 entry = before.releases.get(name)
                 if entry is not None and before.set_of(name) is not None:
                     found = LastVersion(name, sha, entry.path, entry.release, entry.error)
@@ -276,7 +279,8 @@ class LastVersion:
 
 
 MEMBER_HISTORY = 100
-"""Commits :meth:`GitOpsRepo.last_member_version` looks back through, at most."""
+"""Commits :meth:`GitOpsRepo.last_member_version` looks back through, at most (those that
+change a file outside ``status/``)."""
 
 RELEASE_KINDS: Mapping[str, type[Model]] = {"Release": Release, "ReleaseSet": ReleaseSet}
 """The kinds a file of ``releases/`` may hold, by its ``kind``."""
