@@ -82,6 +82,8 @@ class SetEntry:
     removed meanwhile."""
     refused: tuple[str, ...] = ()
     """One line per member refused for a name another Release or set holds."""
+    frozen_at: str | None = None
+    """The commit whose members a set wrong in itself keeps (they sync at that version)."""
 
 
 @dataclass(frozen=True)
@@ -147,10 +149,12 @@ class GitOpsRepo:
         return True
 
     def snapshot(
-        self, cache: ParseCache | None = None, revision: str | None = None
+        self, cache: ParseCache | None = None, revision: str | None = None, *, thaw: bool = True
     ) -> GitOpsSnapshot:
         """Releases and Clusters of the HEAD commit (or of ``revision``), in one pass over
-        its tree. With ``cache``, a file whose blob was parsed before is not read again."""
+        its tree. With ``cache``, a file whose blob was parsed before is not read again.
+        A ReleaseSet wrong in itself keeps the members of the newest commit that generated
+        them (:meth:`_frozen`; ``thaw=False``: not looked for)."""
         head = self.repo.head
         commit = self.commit(revision)
         releases: dict[str, ReleaseEntry] = {}
@@ -171,6 +175,10 @@ class GitOpsRepo:
                 else:
                     cluster_errors[item.name] = item.error
             sets = _members(commit.tree, set_files, releases, clusters, cluster_errors)
+            if thaw:
+                for name, entry in list(sets.items()):
+                    if entry.failed is not None and not entry.members:
+                        sets[name] = self._frozen(entry, commit, releases, cache)
         except (ODBError, ValueError, git.GitCommandError) as exc:
             # A missing or corrupt object: the repository cannot be read, so nothing is
             # decided from it (a removed Release is never retired on a partial reading).
@@ -221,6 +229,41 @@ class GitOpsRepo:
             return LastVersion(name, "", paths[0], None, why)
         return None
 
+    def _frozen(
+        self,
+        entry: "SetEntry",
+        commit: git.Commit,
+        releases: dict[str, ReleaseEntry],
+        cache: ParseCache | None,
+    ) -> "SetEntry":
+        """A set whose generation failed as a whole, with the members of the newest
+        commit before ``commit`` that generated them all (among :data:`MEMBER_HISTORY`
+        that change a file outside ``status/``) added to ``releases`` at that version, so
+        they keep syncing; the entry as it was when there is none."""
+        name = entry.release_set.name
+        try:
+            for sha in self._history(commit.hexsha):
+                before = self.snapshot(cache, sha, thaw=False)
+                old = before.sets.get(name)
+                if old is None or old.failed is not None or not old.members:
+                    continue
+                kept = [m for m in old.members if m not in releases]
+                for member in kept:
+                    releases[member] = before.releases[member]
+                return replace(entry, members=tuple(kept), frozen_at=sha)
+        except (ODBError, ValueError, git.GitCommandError, UsageError):
+            return entry
+        return entry
+
+    def _history(self, head: str) -> list[str]:
+        """The first-parent commits from ``head`` (newest first) that change a file outside
+        ``status/``, at most :data:`MEMBER_HISTORY`: where a member set can change."""
+        text: str = self.repo.git.log(
+            "--first-parent", "--format=%H", f"--max-count={MEMBER_HISTORY}", head,
+            "--", ".", f":(exclude){STATUS_DIR}",
+        )  # fmt: skip
+        return text.split()
+
     def last_member_version(
         self, name: str, head: str, cache: ParseCache | None = None
     ) -> "LastVersion | None":
@@ -232,17 +275,11 @@ class GitOpsRepo:
             return self._versions[name, f"member:{head}"]
         found = None
         try:
-            # Membership changes with any file but the statuses (a set, a Cluster, a
-            # folder), so convoy-batch's own status commits are not walked.
-            shas = self.repo.git.log(
-                "--first-parent", "--format=%H", f"--max-count={MEMBER_HISTORY}", head,
-                "--", ".", f":(exclude){STATUS_DIR}",
-            ).split()  # fmt: skip
-            for sha in shas:
+            for sha in self._history(head):
                 parents = self.repo.commit(sha).parents
                 if not parents:
                     break
-                before = self.snapshot(cache, revision=parents[0].hexsha)
+                before = self.snapshot(cache, revision=parents[0].hexsha, thaw=False)
                 entry = before.releases.get(name)
                 if entry is not None and before.set_of(name) is not None:
                     found = LastVersion(name, sha, entry.path, entry.release, entry.error)

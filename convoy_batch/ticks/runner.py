@@ -527,7 +527,10 @@ def set_warnings(tick: Tick) -> list[str]:
     lines = []
     for name, entry in tick.snapshot.sets.items():
         if entry.failed is not None:
-            lines.append(f"{name}: GenerationFailed: {entry.failed}; no member is removed")
+            line = f"{name}: GenerationFailed: {entry.failed}; no member is removed"
+            if entry.frozen_at is not None:
+                line += f", they sync as {entry.frozen_at[:12]} generated them"
+            lines.append(line)
         lines.extend(entry.refused)
     return lines
 
