@@ -72,11 +72,27 @@ def test_a_set_over_clusters_by_label_makes_one_release_per_cluster(fleet: Scena
 
     assert result.code == 0, result.err
     assert s.has_status("web-eu1") and s.has_status("web-us1")
-    assert not s.has_status("web-dev1") and not s.has_status("web")
+    assert not s.has_status("web-dev1")
     assert live(s, "eu1", "web-eu1").exists() and live(s, "us1", "web-us1").exists()
     assert not (s.state / "clusters" / "dev1").exists()
     assert settings(s, "eu1", "web-eu1")["env"] == "prod"
-    assert sorted(s.status_log()) == ["web-eu1: Synced", "web-us1: Synced"]
+    assert sorted(s.status_log()) == [
+        "web-eu1: Synced", "web-us1: Synced", "web: ReleaseSet of 2 members (2 Synced)"
+    ]  # fmt: skip
+    # The set's own status: its generation and its members with their states.
+    assert s.status("web") == {
+        "releaseSet": {
+            "generation": {"state": "Generated", "message": ""},
+            "members": [
+                {"name": "web-eu1", "cluster": "eu1", "state": "Synced"},
+                {"name": "web-us1", "cluster": "us1", "state": "Synced"},
+            ],
+            "refused": [],
+        }
+    }
+    head = s.head()
+    assert s.reconcile(minutes=1, extra=("--all",)).code == 0
+    assert s.head() == head  # a quiet tick commits nothing, the set's status included
     # A member is a Release: status, plan and history name it.
     assert "web-us1" in s.cli("status").out
     assert s.cli("plan", "web-eu1", "--now", "2026-11-29T12:01:00Z").code == 0
@@ -98,7 +114,10 @@ def test_a_cluster_that_gains_the_label_gains_a_member_and_one_that_loses_it_los
     assert result.code == 0, result.err
     assert not s.has_status("web-us1")  # one of three members: the guard lets it go
     assert not live(s, "us1", "web-us1").exists()
-    assert s.status_log()[0].startswith("web-us1: - -> Deleted (")
+    assert s.status_log()[1].startswith("web-us1: - -> Deleted (")
+    assert s.status_log()[0] == "web: ReleaseSet of 2 members (2 Synced)"
+    members = s.status("web")["releaseSet"]["members"]
+    assert [m["name"] for m in members] == ["web-dev1", "web-eu1"]
     assert live(s, "eu1", "web-eu1").exists() and live(s, "dev1", "web-dev1").exists()
 
 
@@ -113,6 +132,10 @@ def test_a_cluster_file_made_unparseable_removes_no_member(fleet: Scenario) -> N
     assert s.status("web-us1")["lastAttempted"]["reason"] == "DeletionPending"
     assert live(s, "us1", "web-us1").exists()
     assert "web: GenerationFailed: clusters/us1.yaml: " in result.err
+    generation = s.status("web")["releaseSet"]["generation"]
+    assert generation["state"] == "GenerationFailed"
+    assert generation["message"].startswith("clusters/us1.yaml: ")
+    assert s.status_log()[0] == "web: ReleaseSet of 1 members (1 Synced); GenerationFailed"
     assert "web-us1: DeletionPending: deletion waits: ReleaseSet web: GenerationFailed: " \
         "clusters/us1.yaml" in result.err  # fmt: skip
     assert result.code == 1
@@ -221,6 +244,7 @@ def test_a_hand_written_release_keeps_its_name_over_a_member(fleet: Scenario) ->
         "releases/web.yaml: member web-eu1 refused: releases/web-eu1.yaml (a Release) has that name"
     )
     assert line in result.err
+    assert s.status("web")["releaseSet"]["refused"] == [line]
     hand_live = s.state / "clusters" / "eu1" / "hand" / "deployment.apps" / "web-eu1.yaml"
     assert hand_live.exists() and not live(s, "eu1", "web-eu1").exists()
     assert s.has_status("web-us1")
@@ -278,6 +302,9 @@ def test_a_removed_set_s_members_are_retired_once_allowed(fleet: Scenario) -> No
     assert result.code == 0, result.err
     assert not s.has_status("web-eu1") and not s.has_status("web-us1")
     assert not live(s, "eu1", "web-eu1").exists() and not live(s, "us1", "web-us1").exists()
+    # The set's own status goes with its last member's.
+    assert not s.has_status("web")
+    assert "web: ReleaseSet removed" in s.status_log()
 
 
 def test_a_set_file_that_does_not_parse_removes_no_member(fleet: Scenario) -> None:
@@ -466,3 +493,15 @@ def test_a_set_wrong_in_itself_keeps_its_members_syncing_as_last_generated(
     assert s.has_status("web-eu1") and s.has_status("web-us1")
     assert "example/web-eu1:2.0" in live(s, "eu1", "web-eu1").read_text()
     assert not any("Deleted" in x or "Deletion" in x for x in s.status_log())
+
+
+def test_a_sharded_tick_records_the_set_s_status_once_its_shards_end(fleet: Scenario) -> None:
+    s = fleet
+    result = s.reconcile(extra=("--jobs", "2"))
+
+    assert result.code == 0, result.err
+    members = s.status("web")["releaseSet"]["members"]
+    assert [(m["name"], m["state"]) for m in members] == [
+        ("web-eu1", "Synced"), ("web-us1", "Synced")
+    ]  # fmt: skip
+    assert s.status_log()[0] == "web: ReleaseSet of 2 members (2 Synced)"

@@ -11,9 +11,10 @@ lost. Pushing: :mod:`convoy_batch.status.push`.
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import git
 from git.refs.symbolic import SymbolicReference
@@ -25,7 +26,7 @@ from convoy_batch.state.files import check_file_name, problem_of
 from convoy_batch.state.locks import LockBusy, Locks
 from convoy_batch.status.gitwrite import Change, GitError
 from convoy_batch.status.push import STATUS_DIR, Pusher, PushResult
-from convoy_batch.status.text import parse_status, render_status
+from convoy_batch.status.text import is_set_status, parse_status, render_status
 
 log = logging.getLogger("convoy_batch")
 
@@ -71,6 +72,9 @@ class StatusStore:
         """The HEAD commit :meth:`load_all` read, and its status blob ids by Release."""
         self._probe: git.Repo | None = None
         """:meth:`committed_since_opened`'s reader (one caller at a time)."""
+        self.set_statuses: dict[str, str] = {}
+        """ReleaseSet status files at HEAD (name -> text): :meth:`load_all` leaves them
+        out of the Releases' statuses."""
 
     def recover(self) -> None:
         """Repair what a convoy-batch process killed while writing git left behind. When
@@ -91,8 +95,12 @@ class StatusStore:
         self._blobs, self._texts = None, {}
         blobs = self._head_blobs()
         self._opened = (self._read_at, {name: blob.hexsha for name, blob in blobs.items()})
+        self.set_statuses = {}
         for name, blob in blobs.items():
             status = _load_blob(blob, cache)
+            if isinstance(status, str):
+                self.set_statuses[name] = status
+                continue
             if status is None:
                 self.unreadable.add(name)
             statuses[name] = status or ReleaseStatus()
@@ -179,12 +187,27 @@ class StatusStore:
         """Inside :meth:`batch`: the commit, written when the batch ends (its SHA, or None
         when the text did not change or the batch could not be written); ``status`` None
         removes the file (:meth:`remove_later`)."""
+        return self._later(self._change, name, status, message)
+
+    def commit_text_later(self, name: str, text: str, message: str) -> "Future[str | None]":
+        """Inside :meth:`batch`: commit ``status/<name>.yaml`` with ``text`` (a ReleaseSet's
+        status), when it differs from HEAD's."""
+        return self._later(self._text_change, name, text, message)
+
+    def _later(self, plan: Callable[..., "_Planned | None"], *args: Any) -> "Future[str | None]":
+        """Queue a commit ``plan(*args)`` makes on the texts' thread (see :meth:`batch`)."""
         if self._queue is None or self._texter is None:
-            raise RuntimeError("commit_later outside StatusStore.batch()")
-        change = self._texter.submit(self._change, name, status, message)
+            raise RuntimeError("a status commit queued outside StatusStore.batch()")
+        change = self._texter.submit(plan, *args)
         done: Future[str | None] = Future()
         self._queue.append((change, done))
         return done
+
+    def _text_change(self, name: str, text: str, message: str) -> "_Planned | None":
+        if text == self._head_text(name):
+            return None
+        self._texts[name] = text
+        return _Planned(Change(path=_path(name), data=text.encode(), message=message), None)
 
     def remove_later(self, name: str, message: str) -> "Future[str | None]":
         """Inside :meth:`batch`: the commit that removes ``status/<name>.yaml`` (a retired
@@ -292,14 +315,18 @@ def _path(name: str) -> str:
     return f"{STATUS_DIR}/{check_file_name(name)}.yaml"
 
 
-def _load_blob(blob: git.Blob, cache: ParseCache | None) -> ReleaseStatus | None:
-    """The status in ``blob``; None (with a warning) when it cannot be read."""
+def _load_blob(blob: git.Blob, cache: ParseCache | None) -> ReleaseStatus | str | None:
+    """The status in ``blob``; a ReleaseSet's status as its text (never cached); None
+    (with a warning) when it cannot be read."""
     path = str(blob.path)
     cached = cache.get(path, blob.hexsha) if cache is not None else None
     if cached is not None:
         return ReleaseStatus.model_validate(cached)
+    raw: bytes = blob.data_stream.read()
+    if is_set_status(raw):
+        return raw.decode(errors="replace")
     try:
-        status = parse_status(blob.data_stream.read(), path)
+        status = parse_status(raw, path)
     except ValueError as exc:
         log.warning("%s; treated as an empty status", exc)
         return None

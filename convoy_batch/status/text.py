@@ -42,6 +42,33 @@ def parse_status(text: bytes | str, source: str) -> ReleaseStatus:
     return ReleaseStatus() if data is None else parse_model(ReleaseStatus, data, source)
 
 
+SET_KEY = "releaseSet"
+"""The one top-level key of a ReleaseSet's status file (``status/<set>.yaml``)."""
+
+
+def is_set_status(text: bytes | str) -> bool:
+    """Whether a status file is a ReleaseSet's: its first key is :data:`SET_KEY` (as
+    :func:`render_set_status` writes it)."""
+    head = text[:64].decode(errors="replace") if isinstance(text, bytes) else text[:64]
+    return head.lstrip("\ufeff").startswith(f"{SET_KEY}:")
+
+
+def set_status_members(text: bytes | str) -> list[str]:
+    """The member names a ReleaseSet's status file lists (none when it does not parse)."""
+    text = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+    try:
+        docs = yamlload.load_documents(text, "status", yamlload.StatusLoader)
+        members = docs[0][SET_KEY]["members"] if docs else []
+        return [str(m["name"]) for m in members or []]
+    except (ValueError, KeyError, TypeError):
+        return []
+
+
+def render_set_status(data: Mapping[str, Any]) -> str:
+    """The text of a ReleaseSet's status file: ``{releaseSet: data}``, written fresh."""
+    return _dump(_rt_yaml(), _fresh({SET_KEY: data}))
+
+
 # --- Writing: ruamel round trip, updated in place ---------------------------------------
 
 

@@ -23,6 +23,7 @@ from convoy_batch.engine.retire import (
     remember_head,
     retire_removed,
 )
+from convoy_batch.engine.setstatus import record_sets
 from convoy_batch.engine.stages.gates import windows_of
 from convoy_batch.engine.stages.outcome import failed
 from convoy_batch.engine.stages.render import resolve_cluster, stage_render
@@ -500,6 +501,8 @@ def _run_tick(
     with tick.status_store.batch():
         retirements(tick, options, report)
         _reconcile_due(tick, entries, options, report)
+        if options.shard is None:  # a sharded tick's parent records them once shards end
+            record_sets(tick)
     report.commit_error = tick.status_store.error
     # Statuses of this tick that HEAD lacks (commits not written) must not steer the GC.
     in_git = tick.status_store.error is None or tick.status_store.landed

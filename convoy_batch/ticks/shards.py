@@ -25,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 
 from convoy_batch.engine.retire import forget_retired, remember_head
+from convoy_batch.engine.setstatus import record_sets
 from convoy_batch.engine.tick import Tick
 from convoy_batch.notify import Notifier
 from convoy_batch.repo.clone import remote_url, tick_clone
@@ -127,6 +128,8 @@ def run_sharded(
                 allow_deletions=allow_deletions,
             )
             report = _run_waves(tick, jobs, options)
+            if tick.snapshot.sets or tick.status_store.set_statuses:
+                _record_sets(repo, state_dir, now, report)
             if report.handled or clone is not None:
                 report.push_warning = finish_tick(repo, state_dir, now, report, clone)
             if notifier is not None:
@@ -134,6 +137,19 @@ def run_sharded(
             return report
         finally:
             tick.close()
+
+
+def _record_sets(repo: Path, state_dir: Path, now: datetime, report: TickReport) -> None:
+    """The ReleaseSets' status files, from the statuses the shards committed (HEAD read
+    again), in a batch of their own."""
+    tick = Tick.open(repo, state_dir, now)
+    try:
+        with tick.status_store.batch():
+            record_sets(tick)
+        if tick.status_store.error is not None and report.commit_error is None:
+            report.commit_error = tick.status_store.error
+    finally:
+        tick.close()
 
 
 def _run_waves(tick: Tick, jobs: int, options: TickOptions) -> TickReport:

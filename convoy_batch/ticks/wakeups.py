@@ -77,7 +77,8 @@ def release_names(repo: Path) -> list[str]:
     if remote_url() is not None:
         fetch_for_reading(repo, default_state_dir(repo))
     gitops = GitOpsRepo(repo)
-    return sorted(set(gitops.snapshot().releases) | gitops.status_names())
+    snapshot = gitops.snapshot()
+    return sorted(set(snapshot.releases) | (gitops.status_names() - set(snapshot.sets)))
 
 
 def _digest(value: object) -> str:
