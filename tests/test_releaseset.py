@@ -393,6 +393,9 @@ def test_max_in_flight_rolls_a_wave_out_one_member_at_a_time(scenario: Scenario)
         "ReleaseSet web: 1 of 3 members of cluster wave 0 not yet Succeeded (maxInFlight 1): web-a"
     )
     assert not live(s, "b", "web-b").exists()
+    head = s.head()
+    assert s.reconcile(minutes=0.5, extra=("--all",)).code == 0
+    assert s.head() == head  # waiting, a quiet tick commits nothing
 
     deployment_status(s, "a", "web-a", healthy=True)
     assert s.reconcile(minutes=1).code == 0  # web-a Succeeded

@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
+from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
@@ -61,12 +62,14 @@ class GitOpsSnapshot:
     sets: dict[str, "SetEntry"] = field(default_factory=dict)
     """The valid ReleaseSets, by name (their members are in ``releases``)."""
 
+    @cached_property
+    def member_sets(self) -> dict[str, str]:
+        """Member -> its ReleaseSet (derived from :attr:`sets`, once per snapshot)."""
+        return {m: name for name, entry in self.sets.items() for m in entry.members}
+
     def set_of(self, name: str) -> str | None:
         """The ReleaseSet whose member ``name`` is (None: a hand-written Release)."""
-        for set_name, entry in self.sets.items():
-            if name in entry.members:
-                return set_name
-        return None
+        return self.member_sets.get(name)
 
 
 @dataclass(frozen=True)
@@ -238,14 +241,17 @@ class GitOpsRepo:
     ) -> "SetEntry":
         """A set whose generation failed as a whole, with the members of the newest
         commit before ``commit`` that generated them all (among :data:`MEMBER_HISTORY`
-        that change a file outside ``status/``) added to ``releases`` at that version, so
-        they keep syncing; the entry as it was when there is none."""
+        that change a file outside ``status/``, back to the commit that wrote the set)
+        added to ``releases`` at that version, so they keep syncing; the entry as it was
+        when there is none."""
         name = entry.release_set.name
         try:
             for sha in self._history(commit.hexsha):
                 before = self.snapshot(cache, sha, thaw=False)
                 old = before.sets.get(name)
-                if old is None or old.failed is not None or not old.members:
+                if old is None:  # before the set was written: no members to keep
+                    break
+                if old.failed is not None or not old.members:
                     continue
                 kept = [m for m in old.members if m not in releases]
                 for member in kept:

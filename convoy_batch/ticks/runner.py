@@ -38,7 +38,6 @@ from convoy_batch.errors import (
 from convoy_batch.health.cel import rules_for
 from convoy_batch.health.observer import observe
 from convoy_batch.models import (
-    LABEL_RELEASE_SET,
     Cluster,
     Release,
     ReleaseInventory,
@@ -175,7 +174,7 @@ def flight_changed(tick: Tick, release: Release, status: ReleaseStatus) -> bool:
     attempt = status.last_attempted
     if attempt is None or attempt.reason != Reason.WAITING_FOR_MAX_IN_FLIGHT:
         return False
-    entry = tick.snapshot.sets.get(release.metadata.labels.get(LABEL_RELEASE_SET, ""))
+    entry = tick.snapshot.sets.get(tick.snapshot.set_of(release.name) or "")
     last = tick.stores.ticks.load(release.name).last_reconcile_at
     for member in entry.members if entry is not None else ():
         written = written_at(tick.status(member))

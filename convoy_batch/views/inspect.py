@@ -95,9 +95,9 @@ def status_rows(
     commits = last_status_commits(tick.repo.repo, [e.name for e in entries] + gone)
     statuses = {n: tick.status(n) for n in [e.name for e in entries] + gone}
     errors = {e.name: e.error for e in entries}
-    sets = {m: set_name for set_name, e in tick.snapshot.sets.items() for m in e.members}
     rows = [
-        status_row(n, s, errors.get(n), commits.get(n), sets.get(n)) for n, s in statuses.items()
+        status_row(n, s, errors.get(n), commits.get(n), tick.snapshot.set_of(n))
+        for n, s in statuses.items()
     ]
     notes = {e.name: _windows(tick, e) for e in entries}
     for row in rows:

@@ -14,7 +14,6 @@ from convoy_batch.engine.stages.render import stage_render
 from convoy_batch.engine.tick import Tick
 from convoy_batch.errors import ConvoyError, InvalidSyncWindow
 from convoy_batch.models import (
-    LABEL_RELEASE_SET,
     Cluster,
     Release,
     ReleaseStatus,
@@ -167,7 +166,7 @@ def max_in_flight_gate(
     in flight (:func:`_in_flight`) or started in this tick; one already rolling out this
     render goes on.
     A start takes its place under the tick's lock (members may reconcile side by side)."""
-    set_name = release.metadata.labels.get(LABEL_RELEASE_SET)
+    set_name = tick.snapshot.set_of(release.name)
     entry = tick.snapshot.sets.get(set_name or "")
     if set_name is None or entry is None or entry.release_set.spec.max_in_flight is None:
         return None
