@@ -124,28 +124,40 @@ def test_a_cluster_that_gains_the_label_gains_a_member_and_one_that_loses_it_los
 def test_a_cluster_file_made_unparseable_removes_no_member(fleet: Scenario) -> None:
     s = fleet
     assert s.reconcile().code == 0
+    good = s.repo.git.log("-1", "--format=%H", "--", ".", ":(exclude)status")  # not a status
     s.commit({"clusters/us1.yaml": "kind: Cluster\nmetadata: [not, a, mapping\n"}, "oops")
 
     result = s.reconcile(minutes=1)
 
-    # The set cannot tell whether us1 is still a member: web-us1 stays, and says why.
-    assert s.status("web-us1")["lastAttempted"]["reason"] == "DeletionPending"
+    # The set cannot tell whether us1 is still a member: web-us1 stays as it was.
+    assert result.code == 0, result.err
+    assert s.status("web-us1")["lastAttempted"]["reason"] == "Synced"
     assert live(s, "us1", "web-us1").exists()
-    assert "web: GenerationFailed: clusters/us1.yaml: " in result.err
+    line = next(x for x in result.err.splitlines() if x.startswith("web: GenerationFailed: "))
+    assert line == (
+        "web: GenerationFailed: clusters/us1.yaml: line 3: invalid YAML: did not find "
+        "expected ',' or ']'; no member is removed, those it cannot generate now sync as "
+        f"{good[:12]} generated them"
+    )
     generation = s.status("web")["releaseSet"]["generation"]
     assert generation["state"] == "GenerationFailed"
     assert generation["message"].startswith("clusters/us1.yaml: ")
-    assert s.status_log()[0] == "web: ReleaseSet of 1 members (1 Synced); GenerationFailed"
-    assert "web-us1: DeletionPending: deletion waits: ReleaseSet web: GenerationFailed: " \
-        "clusters/us1.yaml" in result.err  # fmt: skip
+    assert generation["frozenAt"] == good
+    assert s.status_log()[0] == "web: ReleaseSet of 2 members (2 Synced); GenerationFailed"
+    # Due, web-us1 is what a hand-written Release on that Cluster is: its Cluster is
+    # unknown, named; nothing of it is removed.
+    result = s.reconcile(minutes=6)
     assert result.code == 1
-    # The members it can tell keep syncing.
-    assert s.reconcile("web-eu1", minutes=2).code == 0
+    assert "web-us1: ClusterNotFound: clusters/us1.yaml: line 3: invalid YAML" in result.err
+    assert s.status("web-eu1")["lastAttempted"]["reason"] == "Synced"
+    assert live(s, "us1", "web-us1").exists()
 
     s.commit({"clusters/us1.yaml": cluster_yaml("us1", "{env: prod, region: us}")}, "fixed")
-    assert s.reconcile(minutes=3).code == 0
-    assert s.has_status("web-us1") and live(s, "us1", "web-us1").exists()
-    assert not any("Deleted" in line for line in s.status_log())
+    assert s.reconcile(minutes=12).code == 0  # web-us1 due again (interval)
+    assert s.status("web-us1")["lastAttempted"]["reason"] == "Synced"
+    assert live(s, "us1", "web-us1").exists()
+    assert s.status("web")["releaseSet"]["generation"] == {"state": "Generated", "message": ""}
+    assert not any("Delet" in line for line in s.status_log())
 
 
 def test_a_selector_change_to_zero_members_is_blocked_until_allowed(fleet: Scenario) -> None:
@@ -288,6 +300,36 @@ def test_a_matrix_of_folders_and_clusters_makes_every_combination(fleet: Scenari
     assert cm.exists()
 
 
+def test_a_folder_that_cannot_be_read_removes_no_member(fleet: Scenario) -> None:
+    s = fleet
+    configmap = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${release}}\ndata: {a: b}\n"
+    files = {"addons/ingress/cm.yaml": configmap, "addons/certs/cm.yaml": configmap}
+    s.commit({"releases/web.yaml": None, "releases/addons.yaml": MATRIX, **files}, "addons")
+    assert s.reconcile().code == 0
+    good = s.repo.head.commit.hexsha
+    dns = s.commit({"addons/dns/cm.yaml": configmap}, "dns")
+    # The new addons/ folder's object is lost (a broken copy of the repository).
+    tree = s.repo.git.rev_parse("HEAD:addons")
+    (s.root / ".git" / "objects" / tree[:2] / tree[2:]).unlink()
+
+    result = s.reconcile(minutes=1)
+
+    line = next(x for x in result.err.splitlines() if x.startswith("addons: GenerationFailed: "))
+    assert "addons/*: the folders cannot be read" in line, line
+    assert line.endswith(f"those it cannot generate now sync as {good[:12]} generated them")
+    names = {f"addons-{a}-{c}" for a in ("certs", "ingress") for c in ("eu1", "us1")}
+    status = s.status("addons")["releaseSet"]
+    assert {m["name"] for m in status["members"]} == names
+    assert status["generation"]["frozenAt"] == good
+    # Their source cannot be read either: each says so, and stays as applied.
+    assert f"addons-certs-eu1: SourceFailed: commit {dns[:12]} " \
+        f"cannot be read: error: Could not read {tree}" in result.err  # fmt: skip
+    assert all(s.has_status(n) for n in names)
+    cm = s.state / "clusters" / "us1" / "ingress" / "configmap" / "addons-ingress-us1.yaml"
+    assert cm.exists()
+    assert not any("Delet" in x for x in s.status_log())
+
+
 def test_a_removed_set_s_members_are_retired_once_allowed(fleet: Scenario) -> None:
     s = fleet
     assert s.reconcile().code == 0
@@ -307,17 +349,64 @@ def test_a_removed_set_s_members_are_retired_once_allowed(fleet: Scenario) -> No
     assert "web: ReleaseSet removed" in s.status_log()
 
 
-def test_a_set_file_that_does_not_parse_removes_no_member(fleet: Scenario) -> None:
+def test_a_set_file_that_does_not_parse_keeps_its_members_syncing(fleet: Scenario) -> None:
     s = fleet
     assert s.reconcile().code == 0
+    good = s.repo.git.log("-1", "--format=%H", "--", ".", ":(exclude)status")
     s.commit({"releases/web.yaml": BY_LABEL.replace("template:", "templat:")}, "oops")
+    s.commit({"releases/web.yaml": "kind: ReleaseSet\nspec: [not, a, mapping\n"}, "worse")
+    s.commit({"apps/web/deployment.yaml": DEPLOYMENT.replace("IMAGE", "2.0")}, "2.0")
 
     result = s.reconcile(minutes=1)
 
+    # The set is its newest version that parsed: its members keep syncing (2.0 reaches
+    # them), none is removed, and the file's error is the set's GenerationFailed.
+    assert result.code == 0, result.err
+    line = next(x for x in result.err.splitlines() if x.startswith("web: GenerationFailed: "))
+    assert line.startswith("web: GenerationFailed: releases/web.yaml: line 3: invalid YAML")
+    assert line.endswith(f"those it cannot generate now sync as {good[:12]} generated them")
+    assert "InvalidRelease" not in result.err
+    for cluster in ("eu1", "us1"):
+        assert f"example/web-{cluster}:2.0" in live(s, cluster, f"web-{cluster}").read_text()
+    status = s.status("web")["releaseSet"]
+    assert status["generation"]["state"] == "GenerationFailed"
+    assert [m["name"] for m in status["members"]] == ["web-eu1", "web-us1"]
+    assert not any("Delet" in x for x in s.status_log())
+    # Another Release's file removed meanwhile waits: the broken file could be it.
+    s.commit({"releases/other.yaml": OTHER}, "other")
+    assert s.reconcile(minutes=2).code == 0
+    s.commit({"releases/other.yaml": None}, "other goes")
+    result = s.reconcile(minutes=3)
+    assert "other: DeletionPending: deletion waits: releases/web.yaml: line 3" in result.err
+
+    s.commit({"releases/web.yaml": BY_LABEL}, "fixed")
+    assert s.reconcile(minutes=4).code == 0
+    assert s.status("web")["releaseSet"]["generation"] == {"state": "Generated", "message": ""}
+    assert not s.has_status("other")
+
+
+def test_a_set_file_broken_from_its_first_commit_is_a_release_that_does_not_parse(
+    scenario: Scenario,
+) -> None:
+    s = scenario
+    s.commit({"releases/web.yaml": BY_LABEL.replace("template:", "templat:")}, "oops")
+
+    result = s.reconcile()
+
     assert result.code == 1
     assert "web: InvalidRelease: releases/web.yaml: spec" in result.err
-    assert "web-eu1: DeletionPending: deletion waits: releases/web.yaml" in result.err
-    assert live(s, "eu1", "web-eu1").exists() and live(s, "us1", "web-us1").exists()
+
+
+OTHER = """\
+apiVersion: convoy.dev/v1alpha1
+kind: Release
+metadata: {name: other}
+spec:
+  cluster: dev1
+  namespace: other
+  source: {path: apps/web}
+  vars: {env: x, a: t, b: t, c: t, d: t}
+"""
 
 
 WAVES = """\
@@ -492,7 +581,7 @@ def test_a_set_wrong_in_itself_keeps_its_members_syncing_as_last_generated(
     assert result.code == 0, result.err
     line = next(x for x in result.err.splitlines() if x.startswith("web: GenerationFailed: "))
     assert "two members are named 'web'" in line
-    assert line.endswith(f"no member is removed, they sync as {good[:12]} generated them")
+    assert line.endswith(f"those it cannot generate now sync as {good[:12]} generated them")
     assert s.has_status("web-eu1") and s.has_status("web-us1")
     assert "example/web-eu1:2.0" in live(s, "eu1", "web-eu1").read_text()
     assert not any("Deleted" in x or "Deletion" in x for x in s.status_log())

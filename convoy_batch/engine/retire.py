@@ -473,13 +473,16 @@ def _hand_over(tick: Tick, inventory: ReleaseInventory, adopter: str) -> None:
 
 
 def _unreadable(tick: Tick) -> str | None:
-    """The first Release file of HEAD that cannot be read (it could be a removed one); a
-    ReleaseSet member's own error is not one (its set's file was read)."""
-    members = {m for entry in tick.snapshot.sets.values() for m in entry.members}
+    """The first Release or ReleaseSet file of HEAD that cannot be read (it could be a
+    removed one); a ReleaseSet member's own error is not one (its set's file was read)."""
+    snapshot = tick.snapshot
     broken = sorted(
-        (e.path, e.error)
-        for e in tick.snapshot.releases.values()
-        if e.error and e.name not in members
+        [
+            (e.path, e.error)
+            for e in snapshot.releases.values()
+            if e.error and not snapshot.set_of(e.name)
+        ]
+        + [(e.path, e.failed) for e in snapshot.sets.values() if e.unparsed and e.failed]
     )
     return broken[0][1] if broken else None
 

@@ -86,7 +86,9 @@ class SetEntry:
     refused: tuple[str, ...] = ()
     """One line per member refused for a name another Release or set holds."""
     frozen_at: str | None = None
-    """The commit whose members a set wrong in itself keeps (they sync at that version)."""
+    """The commit whose members the set cannot generate now it keeps (at that version)."""
+    unparsed: bool = False
+    """The set's file does not parse at HEAD: the set is its newest version that did."""
 
 
 @dataclass(frozen=True)
@@ -156,8 +158,10 @@ class GitOpsRepo:
     ) -> GitOpsSnapshot:
         """Releases and Clusters of the HEAD commit (or of ``revision``), in one pass over
         its tree. With ``cache``, a file whose blob was parsed before is not read again.
-        A ReleaseSet wrong in itself keeps the members of the newest commit that generated
-        them (:meth:`_frozen`; ``thaw=False``: not looked for)."""
+        A ReleaseSet whose generation fails (its file does not parse, a Cluster file or a
+        folder cannot be read, it is wrong in itself) keeps the members it cannot generate
+        now as the newest commit that generated them had them (:meth:`_frozen`,
+        :meth:`_unparsed_sets`; ``thaw=False``: not looked for)."""
         head = self.repo.head
         commit = self.commit(revision)
         releases: dict[str, ReleaseEntry] = {}
@@ -179,8 +183,9 @@ class GitOpsRepo:
                     cluster_errors[item.name] = item.error
             sets = _members(commit.tree, set_files, releases, clusters, cluster_errors)
             if thaw:
+                sets.update(self._unparsed_sets(sets, commit, releases, cache))
                 for name, entry in list(sets.items()):
-                    if entry.failed is not None and not entry.members:
+                    if entry.failed is not None:
                         sets[name] = self._frozen(entry, commit, releases, cache)
         except (ODBError, ValueError, git.GitCommandError) as exc:
             # A missing or corrupt object: the repository cannot be read, so nothing is
@@ -239,16 +244,18 @@ class GitOpsRepo:
         releases: dict[str, ReleaseEntry],
         cache: ParseCache | None,
     ) -> "SetEntry":
-        """A set whose generation failed as a whole, with the members of the newest
-        commit before ``commit`` that generated them all (among :data:`MEMBER_HISTORY`
-        that change a file outside ``status/``, back to the commit that wrote the set)
-        added to ``releases`` at that version, so they keep syncing; the entry as it was
-        when there is none."""
+        """A set whose generation failed, with the members of the newest commit before
+        ``commit`` that generated them all (among :data:`MEMBER_HISTORY` that change a
+        file outside ``status/``, back to the commit that wrote the set) that it cannot
+        generate now added to ``releases`` at that version, so they keep syncing; the
+        entry as it was when there is none."""
         name = entry.release_set.name
         try:
             for sha in self._history(commit.hexsha):
                 before = self.snapshot(cache, sha, thaw=False)
                 old = before.sets.get(name)
+                if old is None and _has_file(before, entry.path):
+                    continue  # its file did not parse then either
                 if old is None:  # before the set was written: no members to keep
                     break
                 if old.failed is not None or not old.members:
@@ -256,18 +263,71 @@ class GitOpsRepo:
                 kept = [m for m in old.members if m not in releases]
                 for member in kept:
                     releases[member] = before.releases[member]
-                return replace(entry, members=tuple(kept), frozen_at=sha)
+                if not kept:
+                    return entry
+                return replace(entry, members=(*entry.members, *kept), frozen_at=sha)
         except (ODBError, ValueError, git.GitCommandError, UsageError):
             return entry
         return entry
 
+    def _unparsed_sets(
+        self,
+        sets: Mapping[str, "SetEntry"],
+        commit: git.Commit,
+        releases: dict[str, ReleaseEntry],
+        cache: ParseCache | None,
+    ) -> dict[str, "SetEntry"]:
+        """The ReleaseSets whose file does not parse at ``commit``: each as the newest
+        version of its file that parsed (among :data:`MEMBER_HISTORY` commits that
+        changed it), with that error as its GenerationFailed; their entries leave
+        ``releases`` (a set's name is no Release). A file that never parsed as a set
+        stays a Release that does not parse."""
+        found: dict[str, SetEntry] = {}
+        set_paths = {entry.path for entry in sets.values()}
+        broken = [e for e in releases.values() if e.error and e.path not in set_paths]
+        for entry in broken:
+            release_set = self._last_parsed_set(entry.path, commit, cache)
+            if release_set is None or release_set.name in sets:
+                continue
+            del releases[entry.name]
+            assert entry.error is not None
+            found[release_set.name] = SetEntry(
+                entry.path, release_set, (), entry.error, unparsed=True
+            )
+        return found
+
+    def _last_parsed_set(
+        self, path: str, commit: git.Commit, cache: ParseCache | None
+    ) -> ReleaseSet | None:
+        """The newest version of ``path`` before ``commit`` that parses, when it is a
+        ReleaseSet (None: a Release, or no version parses)."""
+        try:
+            text: str = self.repo.git.log(
+                "--first-parent", "--format=%H", f"--max-count={MEMBER_HISTORY}",
+                commit.hexsha, "--", path,
+            )  # fmt: skip
+            for sha in text.split()[1:]:  # the first one wrote the version that fails
+                try:
+                    blob = self.repo.commit(sha).tree / path
+                except KeyError:
+                    return None  # the file was removed there: a new file since
+                loaded = _load_file(blob, Release, cache, RELEASE_KINDS)
+                if loaded.error is None:
+                    return loaded.model if isinstance(loaded.model, ReleaseSet) else None
+        except (ODBError, ValueError, git.GitCommandError):
+            return None
+        return None
+
     def _history(self, head: str) -> list[str]:
         """The first-parent commits from ``head`` (newest first) that change a file outside
-        ``status/``, at most :data:`MEMBER_HISTORY`: where a member set can change."""
-        text: str = self.repo.git.log(
-            "--first-parent", "--format=%H", f"--max-count={MEMBER_HISTORY}", head,
-            "--", ".", f":(exclude){STATUS_DIR}",
-        )  # fmt: skip
+        ``status/``, at most :data:`MEMBER_HISTORY`: where a member set can change. When
+        a tree of that history cannot be read (a missing object), the last commits
+        unfiltered: their own objects may still be whole."""
+        line = ["--first-parent", "--format=%H", f"--max-count={MEMBER_HISTORY}", head]
+        try:
+            text: str = self.repo.git.log(*line, "--", ".", f":(exclude){STATUS_DIR}")
+        except git.GitCommandError:
+            text = self.repo.git.log(*line)
         return text.split()
 
     def last_member_version(
@@ -362,6 +422,11 @@ def _members(
             item.path, release_set, tuple(kept), generation.failed, tuple(refusals)
         )
     return sets
+
+
+def _has_file(snapshot: GitOpsSnapshot, path: str) -> bool:
+    """Whether ``path`` is a Release file of ``snapshot`` that does not parse."""
+    return any(e.path == path and e.error for e in snapshot.releases.values())
 
 
 def _holder(name: str, hand_written: Mapping[str, str], sets: Mapping[str, SetEntry]) -> str | None:

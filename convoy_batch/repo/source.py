@@ -37,7 +37,7 @@ from typing import IO
 import git
 from git.exc import ODBError
 
-from convoy_batch.errors import SourceFailed
+from convoy_batch.errors import SourceFailed, one_line
 from convoy_batch.models import Release
 from convoy_batch.repo.gitops import GitOpsRepo
 from convoy_batch.state.locks import LockBusy, Locks
@@ -306,8 +306,13 @@ class _TreeIndex:
         self._flat: dict[str, _Flat] = {}
 
     def of(self, commit: git.Commit) -> "_Flat":
+        """The commit's paths (SourceFailed, one line: an object of its tree is missing)."""
         if commit.hexsha not in self._flat:
-            self._flat[commit.hexsha] = _Flat(commit)
+            try:
+                self._flat[commit.hexsha] = _Flat(commit)
+            except git.GitCommandError as exc:
+                why = one_line(str(exc.stderr).strip().removeprefix("stderr:").strip(" '"))
+                raise SourceFailed(f"commit {commit.hexsha[:12]} cannot be read: {why}") from None
         return self._flat[commit.hexsha]
 
 

@@ -531,7 +531,9 @@ def set_warnings(tick: Tick) -> list[str]:
         if entry.failed is not None:
             line = f"{name}: GenerationFailed: {entry.failed}; no member is removed"
             if entry.frozen_at is not None:
-                line += f", they sync as {entry.frozen_at[:12]} generated them"
+                line += (
+                    f", those it cannot generate now sync as {entry.frozen_at[:12]} generated them"
+                )
             lines.append(line)
         lines.extend(entry.refused)
     return lines
