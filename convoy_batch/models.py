@@ -140,19 +140,30 @@ RenderSpec = Annotated[
 ]
 
 
+class Decryption(Model):
+    """SOPS-encrypted documents of the source are decrypted with the operator's key
+    ``key`` (a name in the state directory's keys file, never a key itself)."""
+
+    provider: Literal["sops"]
+    key: Name
+
+
 class Source(Model):
     path: str
     url: str | None = None
     ref: str | None = None
     render: RenderSpec = Field(default_factory=PlainRender)
+    decryption: Decryption | None = None
 
     @model_serializer(mode="wrap")
     def _plain_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """A Plain render is not written: a Release dumps as it did before renderers
-        existed, so the render cache keys of existing Releases stay what they were."""
+        """A Plain render and no decryption are not written: a Release dumps as it did
+        before they existed, so the render cache keys of existing Releases stay."""
         data: dict[str, Any] = handler(self)
         if isinstance(self.render, PlainRender):
             data.pop("render", None)
+        if self.decryption is None:
+            data.pop("decryption", None)
         return data
 
 

@@ -50,6 +50,7 @@ from convoy_batch.models import (
 )
 from convoy_batch.reasons import Reason
 from convoy_batch.renderers.pipeline import Render, load_render
+from convoy_batch.renderers.sops import unseal
 from convoy_batch.repo.gitops import ReleaseEntry
 from convoy_batch.rollout import (
     Action,
@@ -199,6 +200,8 @@ def act(
     if plan is None or render is None or deployer is None or then is None:
         return decision.outcome, inventory
     try:
+        # Decrypted in memory here, right before the deployer sees it; stored encrypted.
+        render = unseal(render, release, tick.stores.state_dir)
         if decision.persist:
             persist(tick, release, render, deployer, inventory)
         if isinstance(then, RollBack):
@@ -341,7 +344,7 @@ def complete_intent(tick: Tick, release: Release, intent: Intent) -> None:
         blob = tick.stores.renders.get(step.render_ref)
         if blob is None:
             raise RenderFailed(f"render store has no valid blob for {step.render_ref}")
-        render = load_render(blob, name, step.revision)
+        render = unseal(load_render(blob, name, step.revision), release, tick.stores.state_dir)
         deployer = tick.deployer(cluster)
         writes = tick.writes(name)
         rules = rules_of(tick, release)

@@ -22,7 +22,7 @@ from convoy_batch.models import (
     Release,
     RenderSpec,
 )
-from convoy_batch.renderers import command, helm, jsonnet, kustomize
+from convoy_batch.renderers import command, helm, jsonnet, kustomize, sops
 from convoy_batch.renderers.job import Job
 from convoy_batch.renderers.pipeline import Render, render, render_files, variables_for
 from convoy_batch.repo.source import SourceResolver, normalize_source_path
@@ -37,11 +37,13 @@ def render_inputs(
     """What a render depends on beyond the Release and its Cluster: for Plain, the
     listing's fingerprint (as before renderers); for the others, every file a renderer
     may read and the tool that renders (its path, size and time: no process runs), and
-    the server's ``capabilities`` a Helm render is given (so a server upgrade re-renders)."""
+    the server's ``capabilities`` a Helm render is given (so a server upgrade re-renders);
+    with ``source.decryption``, the operator's key files (size and time)."""
     spec = release.spec.source.render
+    keys = [sops.key_input(release, state_dir)] if release.spec.source.decryption else []
     if isinstance(spec, PlainRender):
-        return [sources.listing(release).fingerprint]
-    inputs = [sources.tree_fingerprint(release), _tool_key(spec, state_dir)]
+        return [sources.listing(release).fingerprint, *keys]
+    inputs = [sources.tree_fingerprint(release), _tool_key(spec, state_dir), *keys]
     if capabilities is not None:
         inputs += [capabilities.kube_version, " ".join(capabilities.api_versions)]
     return inputs
@@ -66,7 +68,20 @@ def render_release(
     capabilities: Capabilities | None = None,
 ) -> Render:
     """Render ``release`` with its renderer (RenderFailed or SourceFailed, one line);
-    ``capabilities``: the Cluster's API server, for Helm on a Kubernetes Cluster."""
+    ``capabilities``: the Cluster's API server, for Helm on a Kubernetes Cluster. Its
+    SOPS-encrypted objects stay sealed, once checked to decrypt (``renderers.sops``)."""
+    made = _render(release, cluster, sources, state_dir, capabilities)
+    sops.verify(made, release, state_dir)
+    return made
+
+
+def _render(
+    release: Release,
+    cluster: Cluster,
+    sources: SourceResolver,
+    state_dir: Path,
+    capabilities: Capabilities | None,
+) -> Render:
     spec = release.spec.source.render
     if isinstance(spec, PlainRender):
         return render(sources.fetch(release), release, cluster)

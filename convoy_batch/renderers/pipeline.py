@@ -21,6 +21,7 @@ from convoy_batch.errors import RenderFailed
 from convoy_batch.kinds import cluster_scoped_crds, group_of, is_cluster_scoped, kind_rank
 from convoy_batch.manifests import yamlload
 from convoy_batch.manifests.annotations import ARGO_HOOK, FLUX_RECONCILE, FLUX_SSA, meaning
+from convoy_batch.manifests.sealed import is_encrypted, seal
 from convoy_batch.models import (
     ANNOTATION_RENDER,
     LABEL_RELEASE,
@@ -155,22 +156,40 @@ def _check_object(doc: Any, where: str) -> Manifest:
 
 
 def _parse_source(
-    files: Sequence["SourceFile"], variables: Mapping[str, str], release: str
+    files: Sequence["SourceFile"], variables: Mapping[str, str], release: str, decrypts: bool
 ) -> list[tuple[str, Manifest]]:
+    """The objects of the files; a SOPS-encrypted document as its sealed object
+    (``manifests.sealed``; ``decrypts``: the Release sets ``source.decryption``)."""
     objects: list[tuple[str, Manifest]] = []
     size = 0
     for file in files:
-        text = substitute(file.text, variables, file.path)
-        try:
-            docs = parse_file(file.path, text)
-        except RenderFailed as exc:
-            raise RenderFailed(str(exc) + _left_as_written(file.text, variables)) from None
+        docs = _read_file(file, variables)
         size += sum(doc.size for doc in docs)
         _check_limits(release, len(objects) + len(docs), size)
         for index, doc in enumerate(docs, start=1):
             where = file.path if len(docs) == 1 else f"{file.path} (document {index})"
-            objects.append((where, _check_object(doc.value, where)))
+            obj = _check_object(doc.value, where)
+            objects.append((where, seal(obj, where, decrypts) if is_encrypted(obj) else obj))
     return objects
+
+
+def _read_file(file: "SourceFile", variables: Mapping[str, str]) -> list[yamlload.Document]:
+    """The documents of one file, variables substituted; a SOPS-encrypted document as
+    written (its MAC covers its values: substituted, it would not decrypt)."""
+    text = substitute(file.text, variables, file.path)
+    try:
+        docs = parse_file(file.path, text)
+        if text == file.text or not any(is_encrypted(d.value) for d in docs):
+            return docs
+        raw = parse_file(file.path, file.text)
+    except RenderFailed as exc:
+        raise RenderFailed(str(exc) + _left_as_written(file.text, variables)) from None
+    if len(raw) != len(docs):
+        raise RenderFailed(
+            f"{file.path}: its variables change how many documents it holds, and a "
+            "SOPS-encrypted document is read as written"
+        )
+    return [r if is_encrypted(r.value) else d for r, d in zip(raw, docs, strict=True)]
 
 
 def _check_limits(release: str, objects: int, size: int) -> None:
@@ -420,7 +439,8 @@ def render_files(
 ) -> Render:
     """SPEC 3 steps 2-6 over texts: the source files of a Plain render, or what a
     renderer wrote (``*.json`` names are read as JSON, the rest as YAML streams)."""
-    objects = _parse_source(files, variables_for(release, cluster), release.name)
+    decrypts = release.spec.source.decryption is not None
+    objects = _parse_source(files, variables_for(release, cluster), release.name, decrypts)
     _default_namespaces(objects, release.spec.namespace)
     objects = _outside_the_sync(objects)
     _check_duplicates(objects)

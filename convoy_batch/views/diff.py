@@ -24,6 +24,9 @@ Decided:
   an object whose only differences are there is ``ignored``, as is an object ignored
   whole (created once, never updated) that differs. ``ignored`` is not counted by
   :attr:`ReleaseDiff.changed` nor ``--exit-code``.
+- A SOPS-encrypted Secret (README, "SOPS secrets") is compared decrypted, in memory,
+  with the Release's key; shown as every Secret is, its values masked. Without the key,
+  it is compared and shown by its file and the digest of its ciphertext.
 - A Release whose file is gone at the revision is reported as the tick after the merge
   retires it (``engine/retire.py``): each object it would delete ``removed``, each it
   leaves ``kept``, and the retirement's verdict (Delete, Orphan, Adopted, or why it waits
@@ -55,6 +58,7 @@ from convoy_batch.engine.stages.render import resolve_cluster, stage_render
 from convoy_batch.engine.tick import Tick
 from convoy_batch.errors import ConvoyError, RenderFailed
 from convoy_batch.manifests.drift import MISSING, WHOLE, managed, restore, value_at
+from convoy_batch.manifests.sealed import is_sealed, shown
 from convoy_batch.models import (
     ANNOTATION_RENDER,
     LABEL_RELEASE,
@@ -65,6 +69,7 @@ from convoy_batch.models import (
     key_of,
 )
 from convoy_batch.renderers.pipeline import Manifest, Render, load_render
+from convoy_batch.renderers.sops import decrypt, key_file
 from convoy_batch.repo.gitops import ReleaseEntry
 from convoy_batch.rollout.retire import Fate
 from convoy_batch.views.inspect import plan_entry
@@ -211,7 +216,7 @@ def _sides(
     tick: Tick, head: Tick, name: str, render: Render, live: bool
 ) -> tuple[dict[Identity, tuple[ObjectKey, Manifest]], "_Baseline"]:
     """What the render wants and what is there now (reads the stores or the cluster)."""
-    desired = _desired(render)
+    desired = _desired(tick, name, render)
     if not live:
         return desired, _applied(tick, name) or _head_render(head, name)
     inventory = tick.inventory(name)
@@ -287,8 +292,28 @@ def unstamped(obj: Mapping[str, Any]) -> Manifest:
     return {**obj, "metadata": meta}
 
 
-def _desired(render: Render) -> dict[Identity, tuple[ObjectKey, Manifest]]:
-    return {o.key.identity(): (o.key, unstamped(o.manifest)) for o in render.objects}
+def _desired(tick: Tick, name: str, render: Render) -> dict[Identity, tuple[ObjectKey, Manifest]]:
+    return {
+        o.key.identity(): (o.key, unstamped(_readable(tick, name, o.manifest)))
+        for o in render.objects
+    }
+
+
+def _readable(tick: Tick, name: str, obj: Manifest) -> Manifest:
+    """A SOPS-sealed object decrypted in memory with its Release's key, so that it is
+    compared as the cluster has it (and shown masked, as every Secret); by its file and
+    digest when it cannot be decrypted here. Any other object as it is."""
+    if not is_sealed(obj):
+        return obj
+    entry = tick.snapshot.releases.get(name)
+    release = entry.release if entry is not None else None
+    if release is None or release.spec.source.decryption is None:
+        return shown(obj)
+    try:
+        key = key_file(release, tick.stores.state_dir)
+        return decrypt(obj, key, release.spec.source.decryption.key)
+    except RenderFailed:
+        return shown(obj)
 
 
 def _applied(tick: Tick, name: str) -> _Baseline | None:
@@ -301,16 +326,16 @@ def _applied(tick: Tick, name: str) -> _Baseline | None:
     for e in entries:
         ref = str(e.applied_render_ref)
         if ref not in renders:
-            renders[ref] = _stored_render(tick, ref)
+            renders[ref] = _stored_render(tick, name, ref)
         objects[e.key.identity()] = (e.key, renders[ref].get(e.key.identity()), e.prune)
     return _Baseline("applied", objects)
 
 
-def _stored_render(tick: Tick, ref: str) -> dict[Identity, Manifest]:
+def _stored_render(tick: Tick, name: str, ref: str) -> dict[Identity, Manifest]:
     """The objects of a render-store blob by identity (empty when absent or bad)."""
     blob = tick.stores.renders.get(ref)
     docs = json.loads(blob) if blob is not None else []
-    return {key_of(d).identity(): d for d in docs if isinstance(d, dict)}
+    return {key_of(d).identity(): _readable(tick, name, d) for d in docs if isinstance(d, dict)}
 
 
 def _head_render(head: Tick, name: str) -> _Baseline:
@@ -321,7 +346,10 @@ def _head_render(head: Tick, name: str) -> _Baseline:
     render = stage_render(head, entry.release).render
     return _Baseline(
         "HEAD",
-        {o.key.identity(): (o.key, unstamped(o.manifest), o.prune) for o in render.objects},
+        {
+            o.key.identity(): (o.key, unstamped(_readable(head, name, o.manifest)), o.prune)
+            for o in render.objects
+        },
     )
 
 

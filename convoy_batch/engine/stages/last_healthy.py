@@ -17,6 +17,7 @@ from convoy_batch.engine.stages.hooks import apply_sync_fail, delete_finished_ho
 from convoy_batch.engine.tick import Tick
 from convoy_batch.models import Release, ReleaseInventory, ReleaseStatus
 from convoy_batch.renderers.pipeline import Render, load_render
+from convoy_batch.renderers.sops import unseal
 from convoy_batch.rollout import Outcome, RenderId, RollBack
 from convoy_batch.rollout.step import Step
 
@@ -50,7 +51,8 @@ def apply_last_healthy(
         message = f"render store has no valid blob for last healthy {healthy.render_ref}"
         log.warning("%s: %s", release.name, message)
         return rollback.failed(message), inventory
-    render = load_render(blob, release.name, healthy.revision)
+    stored = load_render(blob, release.name, healthy.revision)
+    render = unseal(stored, release, tick.stores.state_dir)  # decrypted in memory only
     rendered = RenderId(ref=render.ref, revision=healthy.revision)
     rules = rules_of(tick, release)
     drift = check_drift(tick, release, render, inventory, deployer, rules)

@@ -1,0 +1,341 @@
+"""SOPS secrets through the CLI on the directory cluster: a Secret encrypted by the real
+sops for a real age key (``age-keygen``) reaches the cluster decrypted, while no file of
+the state directory, no git object, no output of any command and no notification holds
+its plaintext; every failure is one RenderFailed line before any request."""
+
+import base64
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from convoy_batch.renderers import process
+from convoy_batch.renderers.sops import sops_path
+from tests.receiver import Receiver
+from tests.scenario import CONFIGMAP, DEPLOYMENT, FAILURE_POLICY, Scenario
+from tests.test_notify import alert_yaml, generic, providers
+
+PASSWORD = "hunter2-sops-plaintext"
+TOKEN = "token-sops-plaintext"
+SECRETS = (PASSWORD, TOKEN)
+
+
+def _needed(tool: str) -> str:
+    """The path of ``tool`` (Debian's age); skips without it, or fails under CI."""
+    found = shutil.which(tool)
+    if found is None:
+        reason = f"no {tool} (apt-get install age)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return found
+
+
+def age_key(folder: Path, name: str) -> str:
+    """A new age identity in ``folder/name``; its recipient."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    subprocess.run([_needed("age-keygen"), "-o", str(path)], check=True, capture_output=True)
+    done = subprocess.run(
+        [_needed("age-keygen"), "-y", str(path)], check=True, capture_output=True, text=True
+    )
+    return done.stdout.strip()
+
+
+def secret_yaml(password: str = PASSWORD, token: str = TOKEN) -> str:
+    encoded = base64.b64encode(token.encode()).decode()
+    return (
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  labels: {app: web}\n"
+        f"type: Opaque\nstringData:\n  password: {password}\ndata:\n  token: {encoded}\n"
+    )
+
+
+def encrypt(text: str, recipient: str, tmp: Path) -> str:
+    """``text`` encrypted by the real sops for ``recipient`` (data and stringData only)."""
+    return process.run(
+        "sops --encrypt",
+        [sops_path(), "--encrypt", "--age", recipient, "--encrypted-regex",
+         "^(data|stringData)$", "--input-type", "yaml", "--output-type", "yaml", "/dev/stdin"],
+        tmp, process.minimal_env(tmp), stdin=text.encode(),
+    )  # fmt: skip
+
+
+def release_text(decryption: str = "  decryption: {provider: sops, key: ops}\n") -> str:
+    return (
+        "apiVersion: convoy.dev/v1alpha1\nkind: Release\nmetadata: {name: web}\n"
+        "spec:\n  cluster: staging\n  namespace: web\n  source:\n    path: apps/web\n"
+        + decryption.replace("  decryption", "    decryption")
+        + FAILURE_POLICY
+    )
+
+
+class Sops:
+    """The operator's key in the state directory and the repository's encrypted Secret."""
+
+    def __init__(self, s: Scenario, tmp: Path) -> None:
+        self.s, self.tmp = s, tmp
+        self.recipient = age_key(s.state, "ops.agekey")
+        (s.state / "keys.yaml").write_text("keys:\n  ops:\n    age: {file: ops.agekey}\n")
+
+    def encrypted(self, password: str = PASSWORD, recipient: str | None = None) -> str:
+        return encrypt(secret_yaml(password), recipient or self.recipient, self.tmp)
+
+    def commit(self, secret: str, image: str = "1.0", release: str | None = None) -> str:
+        return self.s.commit(
+            {
+                "apps/web/deployment.yaml": DEPLOYMENT.replace("IMAGE", image),
+                "apps/web/configmap.yaml": CONFIGMAP,
+                "apps/web/secret.enc.yaml": secret,
+                "releases/web.yaml": release or release_text(),
+            },
+            f"web {image}",
+        )
+
+
+@pytest.fixture
+def sops(scenario: Scenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Sops:
+    monkeypatch.delenv("CONVOY_KEYS", raising=False)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    return Sops(scenario, scratch)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def forms(secret: str) -> list[bytes]:
+    """The plaintext as it may be written: as is, and base64 (a Secret's ``data``)."""
+    return [secret.encode(), base64.b64encode(secret.encode())]
+
+
+def holders(blobs: dict[str, bytes], secrets: tuple[str, ...] = SECRETS) -> list[str]:
+    return sorted(
+        name for name, data in blobs.items() for s in secrets for f in forms(s) if f in data
+    )
+
+
+def state_files(s: Scenario) -> dict[str, bytes]:
+    """Every file of the state directory but the directory cluster itself."""
+    cluster = s.state / "clusters"
+    return {
+        str(p.relative_to(s.state)): p.read_bytes()
+        for p in s.state.rglob("*")
+        if p.is_file() and not p.is_relative_to(cluster)
+    }
+
+
+def git_objects(s: Scenario) -> dict[str, bytes]:
+    done = subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch"],
+        cwd=s.root, capture_output=True, check=True,
+    )  # fmt: skip
+    return {"git objects": done.stdout}
+
+
+def last_attempt(s: Scenario) -> tuple[str, str]:
+    attempted = s.status()["lastAttempted"]
+    return attempted["reason"], attempted["message"]
+
+
+def nothing_applied(s: Scenario) -> bool:
+    return not (s.state / "clusters" / "staging").exists() or not any(
+        (s.state / "clusters" / "staging").rglob("*.yaml")
+    )
+
+
+# --- the happy path, and no plaintext anywhere ----------------------------------------------
+
+
+def test_an_encrypted_secret_reaches_the_cluster_decrypted_and_nowhere_else(
+    sops: Sops, receiver: Receiver
+) -> None:
+    s = sops.s
+    providers(s, "providers:\n" + generic(receiver))
+    receiver.up()
+    s.commit({"alerts/all.yaml": alert_yaml("all", "hooks")})
+    encrypted = sops.encrypted()
+    assert PASSWORD not in encrypted and "ENC[AES256_GCM" in encrypted
+    sops.commit(encrypted)
+    result = s.reconcile("web", minutes=0)
+    assert result.code == 0, result.err
+    live = s.live("web", "secret", "db")
+    assert live["stringData"] == {"password": PASSWORD}
+    assert base64.b64decode(live["data"]["token"]).decode() == TOKEN
+    assert "sops" not in live and "convoy.dev/sops" not in live
+    assert live["metadata"]["namespace"] == "web"
+    assert live["metadata"]["labels"] == {"app": "web", "convoy.dev/release": "web"}
+    assert s.live("web", "configmap", "web-config")["data"] == {"env": "staging"}  # substituted
+    s.deployment_ready()
+    s.reconcile("web", minutes=1)
+    assert s.status()["rollout"]["state"] == "Succeeded"
+
+    outputs: dict[str, bytes] = {}
+    commands: list[tuple[str, ...]] = [
+        ("status",), ("status", "web"), ("plan", "web"), ("diff",), ("diff", "--live"),
+        ("history", "web"), ("observe",), ("diff", "--output", "markdown"),
+        ("diff", "--live", "--output", "markdown"),
+    ]  # fmt: skip
+    for output in ("text", "json", "yaml"):
+        for command in commands:
+            done = s.cli("--output", output, *command, "--now", "2026-11-29T12:02:00Z")
+            if command[0] == "history":
+                done = s.cli("--output", output, *command)
+            outputs[f"{output} {' '.join(command)}"] = (done.out + done.err).encode()
+    # A change to the Secret shows which keys change, never their values.
+    sops.commit(sops.encrypted("a-new-sops-plaintext"))
+    for live_diff in ((), ("--live",)):
+        done = s.cli("diff", *live_diff, "--now", "2026-11-29T12:03:00Z")
+        assert "~ Secret web/db" in done.out and "'***'" in done.out, done.out
+        outputs[f"diff after change {live_diff}"] = (done.out + done.err).encode()
+    secrets = (*SECRETS, "a-new-sops-plaintext")
+    assert holders(outputs, secrets) == []
+    s.reconcile("web", minutes=3)
+    assert s.live("web", "secret", "db")["stringData"] == {"password": "a-new-sops-plaintext"}
+
+    assert holders(state_files(s), secrets) == []
+    assert holders(git_objects(s), secrets) == []
+    assert receiver.requests
+    bodies = {f"request {i}": repr(r.body).encode() for i, r in enumerate(receiver.requests)}
+    assert holders(bodies, secrets) == []
+    # The test can fail: the cluster's file does hold the plaintext.
+    assert holders({"cluster": s.object_path("web", "secret", "db").read_bytes()}, secrets)
+
+
+def test_a_new_encryption_of_the_same_secret_is_a_new_render_that_writes_nothing(
+    sops: Sops,
+) -> None:
+    s = sops.s
+    sops.commit(sops.encrypted())
+    s.reconcile("web", minutes=0)
+    s.deployment_ready()
+    s.reconcile("web", minutes=1)
+    first = s.status()["lastApplied"]["renderRef"] if "lastApplied" in s.status() else None
+    before = s.object_path("web", "secret", "db").read_bytes()
+    sops.commit(sops.encrypted())  # the same plaintext, new ciphertext
+    result = s.reconcile("web", minutes=2)
+    assert result.code == 0, result.err
+    status = s.status()
+    assert status["lastAttempted"]["reason"] == "Synced"
+    assert first is None or status["lastApplied"]["renderRef"] != first
+    after = s.object_path("web", "secret", "db").read_bytes()
+    assert yaml.safe_load(after)["stringData"] == yaml.safe_load(before)["stringData"]
+
+
+# --- failures: one line, before any request -------------------------------------------------
+
+
+def test_a_secret_encrypted_for_another_key_fails_to_render(sops: Sops) -> None:
+    other = age_key(sops.tmp, "other.agekey")
+    sops.commit(sops.encrypted(recipient=other))
+    result = sops.s.reconcile("web", minutes=0)
+    reason, message = last_attempt(sops.s)
+    assert reason == "RenderFailed"
+    assert "apps/web/secret.enc.yaml" in message and "'ops'" in message
+    assert "not one of its recipients" in message
+    assert "\n" not in message and PASSWORD not in message
+    assert f"web: RenderFailed: {message}" in result.err
+    assert nothing_applied(sops.s)
+
+
+def test_a_changed_encrypted_value_fails_to_render(sops: Sops) -> None:
+    text = sops.encrypted()
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("password: ENC["))
+    other = sops.encrypted("another-value-of-same-size").splitlines()
+    lines[at] = next(line for line in other if line.strip().startswith("password: ENC["))
+    sops.commit("\n".join(lines) + "\n")
+    sops.s.reconcile("web", minutes=0)
+    reason, message = last_attempt(sops.s)
+    assert reason == "RenderFailed"
+    assert message.startswith("apps/web/secret.enc.yaml: a value does not decrypt"), message
+    assert nothing_applied(sops.s)
+
+
+def test_a_changed_clear_value_is_a_mac_mismatch(sops: Sops) -> None:
+    tampered = sops.encrypted().replace("labels: {app: web}", "labels: {app: evil}")
+    tampered = tampered.replace("app: web", "app: evil")
+    assert "evil" in tampered
+    sops.commit(tampered)
+    sops.s.reconcile("web", minutes=0)
+    reason, message = last_attempt(sops.s)
+    assert reason == "RenderFailed"
+    assert message == (
+        "apps/web/secret.enc.yaml: MAC mismatch: the document was changed after sops "
+        "encrypted it"
+    )
+    assert nothing_applied(sops.s)
+
+
+def test_an_encrypted_secret_without_decryption_fails_before_any_request(sops: Sops) -> None:
+    sops.commit(sops.encrypted(), release=release_text(decryption=""))
+    result = sops.s.reconcile("web", minutes=0)
+    reason, message = last_attempt(sops.s)
+    assert reason == "RenderFailed"
+    assert message == (
+        "apps/web/secret.enc.yaml: SOPS-encrypted (a top-level sops key), but the Release "
+        "sets no spec.source.decryption"
+    )
+    assert "RenderFailed" in result.err
+    assert nothing_applied(sops.s)
+
+
+def test_an_unknown_key_name_fails_naming_the_field(sops: Sops) -> None:
+    release = release_text("  decryption: {provider: sops, key: nope}\n")
+    sops.commit(sops.encrypted(), release=release)
+    sops.s.reconcile("web", minutes=0)
+    reason, message = last_attempt(sops.s)
+    assert reason == "RenderFailed"
+    assert message.startswith("spec.source.decryption.key: 'nope': unknown (not defined there:")
+    assert nothing_applied(sops.s)
+
+
+def test_an_encrypted_configmap_or_identity_is_refused(sops: Sops) -> None:
+    text = sops.encrypted().replace("kind: Secret", "kind: ConfigMap")
+    sops.commit(text)
+    sops.s.reconcile("web", minutes=0)
+    reason, message = last_attempt(sops.s)
+    assert (reason, message.split(": ")[0]) == ("RenderFailed", "apps/web/secret.enc.yaml")
+    assert "not a v1 Secret" in message
+    everything = encrypt(secret_yaml(), sops.recipient, sops.tmp)
+    everything = process.run(
+        "sops --encrypt",
+        [sops_path(), "--encrypt", "--age", sops.recipient, "--input-type", "yaml",
+         "--output-type", "yaml", "/dev/stdin"],
+        sops.tmp, process.minimal_env(sops.tmp), stdin=secret_yaml().encode(),
+    )  # fmt: skip
+    sops.commit(everything)
+    sops.s.reconcile("web", minutes=1)
+    reason, message = last_attempt(sops.s)
+    assert reason == "RenderFailed"
+    assert "is encrypted; encrypt only data and stringData" in message or "not a v1" in message
+    assert nothing_applied(sops.s)
+
+
+# --- rollback --------------------------------------------------------------------------------
+
+
+def test_a_rollback_applies_the_previous_secret_decrypted(sops: Sops) -> None:
+    s = sops.s
+    sops.commit(sops.encrypted())
+    s.reconcile("web", minutes=0)
+    s.deployment_ready()
+    s.reconcile("web", minutes=1)
+    assert s.status()["rollout"]["state"] == "Succeeded"
+    sops.commit(sops.encrypted("second-sops-plaintext"), image="2.0")
+    s.reconcile("web", minutes=2)
+    assert s.live("web", "secret", "db")["stringData"] == {"password": "second-sops-plaintext"}
+    s.deployment_failed()
+    s.reconcile("web", minutes=3)
+    assert s.status()["rollout"]["state"] == "RolledBack"
+    assert s.deployment_image() == "example/web:1.0"
+    assert s.live("web", "secret", "db")["stringData"] == {"password": PASSWORD}
+    secrets = (*SECRETS, "second-sops-plaintext")
+    assert holders(state_files(s), secrets) == []
