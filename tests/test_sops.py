@@ -268,8 +268,7 @@ def test_a_changed_clear_value_is_a_mac_mismatch(sops: Sops) -> None:
     reason, message = last_attempt(sops.s)
     assert reason == "RenderFailed"
     assert message == (
-        "apps/web/secret.enc.yaml: MAC mismatch: the document was changed after sops "
-        "encrypted it"
+        "apps/web/secret.enc.yaml: MAC mismatch: the document was changed after sops encrypted it"
     )
     assert nothing_applied(sops.s)
 

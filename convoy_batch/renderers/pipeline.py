@@ -6,7 +6,8 @@ resolves them, timestamps and binary kept as their text), namespaces defaulted,
 duplicates refused, and the object list hashed into the ``renderRef``. Only then are
 the convoy label and render annotation added, so equal content gives the same ref on
 every machine. A render is at most :data:`MAX_OBJECTS` objects and :data:`MAX_BYTES`
-of canonical JSON (RenderFailed).
+of canonical JSON (RenderFailed). A SOPS-encrypted document is read as written (no
+substitution) and kept sealed, ciphertext only (:mod:`convoy_batch.manifests.sealed`).
 """
 
 import hashlib

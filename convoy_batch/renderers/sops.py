@@ -122,7 +122,7 @@ def _explained(message: str, where: str, key_name: str, key: Path) -> str:
         return f"{where}: MAC mismatch: the document was changed after sops encrypted it"
     if "message authentication failed" in message:
         return f"{where}: a value does not decrypt: it was changed after sops encrypted it"
-    if "Failed to get the data key" in message:
+    if "Failed to get the data key" in message or "no master key was able" in message:
         return (
             f"{where}: the key {key_name!r} ({FIELD}: {key}) is not one of its recipients, "
             "or cannot be read"
