@@ -383,3 +383,39 @@ def test_a_rollback_applies_the_previous_secret_decrypted(sops: Sops) -> None:
     assert s.live("web", "secret", "db")["stringData"] == {"password": PASSWORD}
     secrets = (*SECRETS, "second-sops-plaintext")
     assert holders(state_files(s), secrets) == []
+
+
+def test_a_rollback_to_an_encrypted_render_needs_the_decryption_still(sops: Sops) -> None:
+    s = sops.s
+    sops.commit(sops.encrypted())
+    s.reconcile("web", minutes=0)
+    s.deployment_ready()
+    s.reconcile("web", minutes=1)
+    s.commit(
+        {
+            "apps/web/secret.enc.yaml": None,
+            "apps/web/deployment.yaml": DEPLOYMENT.replace("IMAGE", "2.0"),
+            "releases/web.yaml": release_text(decryption=""),
+        }
+    )
+    s.reconcile("web", minutes=2)
+    s.deployment_failed()
+    s.reconcile("web", minutes=3)
+    reason, message = last_attempt(s)
+    assert reason == "RenderFailed"
+    assert message.startswith("render sha256:"), message
+    assert message.endswith(
+        "holds SOPS-encrypted objects, but the Release sets no spec.source.decryption"
+    )
+    assert s.deployment_image() == "example/web:2.0"  # nothing of the rollback was sent
+
+
+def test_a_document_may_not_hold_the_sealed_field(sops: Sops) -> None:
+    secret = secret_yaml() + "convoy.dev/sops: {file: x, document: '{}'}\n"
+    sops.commit(secret)
+    sops.s.reconcile("web", minutes=0)
+    assert last_attempt(sops.s) == (
+        "RenderFailed",
+        "apps/web/secret.enc.yaml: convoy.dev/sops: a field convoy-batch keeps for itself",
+    )
+    assert nothing_applied(sops.s)

@@ -36,6 +36,13 @@ def is_sealed(obj: Mapping[str, Any]) -> bool:
     return SEALED in obj
 
 
+def check_unsealed(doc: Manifest, where: str) -> Manifest:
+    """A document of the source that is not encrypted: it may not hold :data:`SEALED`."""
+    if SEALED in doc:
+        raise RenderFailed(f"{where}: {SEALED}: a field convoy-batch keeps for itself")
+    return doc
+
+
 def seal(doc: Manifest, where: str, decrypts: bool) -> Manifest:
     """The sealed object of an encrypted document (``where``: its file, for errors).
     RenderFailed when the Release has no ``decryption`` (``decrypts``), when the document

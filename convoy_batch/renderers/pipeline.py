@@ -22,7 +22,7 @@ from convoy_batch.errors import RenderFailed
 from convoy_batch.kinds import cluster_scoped_crds, group_of, is_cluster_scoped, kind_rank
 from convoy_batch.manifests import yamlload
 from convoy_batch.manifests.annotations import ARGO_HOOK, FLUX_RECONCILE, FLUX_SSA, meaning
-from convoy_batch.manifests.sealed import is_encrypted, seal
+from convoy_batch.manifests.sealed import check_unsealed, is_encrypted, seal
 from convoy_batch.models import (
     ANNOTATION_RENDER,
     LABEL_RELEASE,
@@ -170,7 +170,8 @@ def _parse_source(
         for index, doc in enumerate(docs, start=1):
             where = file.path if len(docs) == 1 else f"{file.path} (document {index})"
             obj = _check_object(doc.value, where)
-            objects.append((where, seal(obj, where, decrypts) if is_encrypted(obj) else obj))
+            sealed = seal(obj, where, decrypts) if is_encrypted(obj) else None
+            objects.append((where, sealed or check_unsealed(obj, where)))
     return objects
 
 
