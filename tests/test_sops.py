@@ -422,3 +422,27 @@ def test_a_document_may_not_hold_the_sealed_field(sops: Sops) -> None:
         "apps/web/secret.enc.yaml: convoy.dev/sops: a field convoy-batch keeps for itself",
     )
     assert nothing_applied(sops.s)
+
+
+def test_an_encrypted_document_in_a_renderers_stream_decrypts(sops: Sops) -> None:
+    s = sops.s
+    (s.state / "renderers.yaml").write_text(
+        "renderers:\n  cat:\n"
+        "    command: [sh, -c, 'for f in *.yaml; do echo ---; cat \"$f\"; done']\n"
+    )
+    release = release_text().replace(
+        "    path: apps/web\n", "    path: apps/web\n    render: {type: Command, name: cat}\n"
+    )
+    sops.commit(sops.encrypted(), release=release)
+    result = s.reconcile("web", minutes=0)
+    assert result.code == 0, result.err
+    assert s.live("web", "secret", "db")["stringData"] == {"password": PASSWORD}
+    assert s.live("web", "deployment.apps", "web")["spec"]["replicas"] == 2  # substituted
+    assert holders(state_files(s)) == []
+
+    # One stream, one document changed: the error names it.
+    sops.commit(sops.encrypted().replace("app: web", "app: evil"), release=release)
+    s.reconcile("web", minutes=1)
+    reason, message = last_attempt(s)
+    assert reason == "RenderFailed"
+    assert message.startswith("apps/web (renderer cat) (document 3): MAC mismatch"), message

@@ -183,15 +183,25 @@ def _read_file(file: "SourceFile", variables: Mapping[str, str]) -> list[yamlloa
         docs = parse_file(file.path, text)
         if text == file.text or not any(is_encrypted(d.value) for d in docs):
             return docs
-        raw = parse_file(file.path, file.text)
+        chunks = _DOCUMENT_START.split(file.text)  # a document marker at column 0
+        kept = "".join(
+            c if _encrypted(file.path, c) else substitute(c, variables, file.path) for c in chunks
+        )
+        return parse_file(file.path, kept)
     except RenderFailed as exc:
         raise RenderFailed(str(exc) + _left_as_written(file.text, variables)) from None
-    if len(raw) != len(docs):
-        raise RenderFailed(
-            f"{file.path}: its variables change how many documents it holds, and a "
-            "SOPS-encrypted document is read as written"
-        )
-    return [r if is_encrypted(r.value) else d for r, d in zip(raw, docs, strict=True)]
+
+
+_DOCUMENT_START = re.compile(r"^(?=---(?:[ \t]|$))", re.MULTILINE)
+
+
+def _encrypted(path: str, chunk: str) -> bool:
+    """The text of one document is SOPS-encrypted (a text that does not parse as written,
+    a reference where YAML wants no ``$``, is not)."""
+    try:
+        return any(is_encrypted(d.value) for d in parse_file(path, chunk))
+    except RenderFailed:
+        return False
 
 
 def _check_limits(release: str, objects: int, size: int) -> None:
