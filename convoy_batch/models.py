@@ -105,8 +105,15 @@ class KustomizeRender(Model):
     type: Literal["Kustomize"]
 
 
+_CHART_REPOSITORY = re.compile(r"^(https?|oci)://[^\s/]+")
+_CHART_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_CHART_VERSION = re.compile(r"^[^-\s][^\n]*$")
+
+
 class HelmRender(Model):
-    """``helm template`` of the chart at ``source.path``."""
+    """``helm template`` of the chart at ``source.path``, or of the chart ``chart`` at
+    ``version`` (exact, or a range such as ``~1.2``) of the chart ``repository``
+    (``https://``, or ``oci://`` for a registry)."""
 
     type: Literal["Helm"]
     release_name: Name | None = None
@@ -114,6 +121,50 @@ class HelmRender(Model):
     values: dict[str, Any] = Field(default_factory=dict)
     values_files: tuple[str, ...] = ()
     """Repository paths relative to ``source.path``, applied in order before ``values``."""
+    repository: str | None = None
+    chart: str | None = None
+    version: str | None = None
+    credentials: str | None = None
+    """A name in the operator's credentials file (never the repository's)."""
+    plain_http: bool = Field(default=False, alias="plainHTTP")
+    """An ``oci://`` registry spoken to over HTTP without TLS (helm's ``--plain-http``)."""
+
+    @model_validator(mode="after")
+    def _chart_fields(self) -> "HelmRender":
+        named = {"chart": self.chart, "version": self.version}
+        if self.repository is None:
+            for field, value in {**named, "credentials": self.credentials}.items():
+                if value is not None:
+                    raise ValueError(f"{field}: only with repository (a chart from a repository)")
+            if self.plain_http:
+                raise ValueError("plainHTTP: only with repository (a chart from a repository)")
+            return self
+        if not _CHART_REPOSITORY.match(self.repository):
+            raise ValueError("repository: an https://, http:// or oci:// URL")
+        for field, value in named.items():
+            if value is None:
+                raise ValueError(f"{field}: required with repository")
+        if not _CHART_NAME.match(self.chart or ""):
+            raise ValueError(f"chart: {self.chart!r} is not a chart name")
+        if not _CHART_VERSION.match(self.version or ""):
+            raise ValueError(f"version: {self.version!r} is not a version or a range")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _local_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A chart at ``source.path`` dumps as it did before repositories existed (the
+        render keys of existing Releases stay what they were)."""
+        data: dict[str, Any] = handler(self)
+        for name in ("repository", "chart", "version", "credentials"):
+            if data.get(name) is None:
+                data.pop(name, None)
+        if not data.get("plainHTTP"):
+            data.pop("plainHTTP", None)
+        return data
+
+    @property
+    def from_repository(self) -> bool:
+        return self.repository is not None
 
 
 class JsonnetRender(Model):
@@ -141,10 +192,24 @@ RenderSpec = Annotated[
 
 
 class Source(Model):
-    path: str
+    path: str | None = None
+    """Required but for a Helm chart from a repository (its values files are read there)."""
     url: str | None = None
     ref: str | None = None
     render: RenderSpec = Field(default_factory=PlainRender)
+
+    @model_validator(mode="after")
+    def _path_given(self) -> "Source":
+        if self.path is None and not self.chart_only:
+            raise ValueError("path: required (only a Helm chart from a repository may omit it)")
+        if self.path is None and isinstance(self.render, HelmRender) and self.render.values_files:
+            raise ValueError("render.valuesFiles: read from source.path, which is not set")
+        return self
+
+    @property
+    def chart_only(self) -> bool:
+        """A Helm chart from a repository with no ``path``: nothing is read from git."""
+        return isinstance(self.render, HelmRender) and self.render.from_repository and not self.path
 
     @model_serializer(mode="wrap")
     def _plain_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -153,6 +218,8 @@ class Source(Model):
         data: dict[str, Any] = handler(self)
         if isinstance(self.render, PlainRender):
             data.pop("render", None)
+        if data.get("path") is None:
+            data.pop("path", None)
         return data
 
 

@@ -49,6 +49,7 @@ from convoy_batch.models import (
     TickRecord,
 )
 from convoy_batch.reasons import Reason
+from convoy_batch.renderers import watched_revision
 from convoy_batch.renderers.pipeline import Render, load_render
 from convoy_batch.repo.gitops import ReleaseEntry
 from convoy_batch.rollout import (
@@ -238,7 +239,7 @@ def source_revision(tick: Tick, entry: ReleaseEntry) -> str | None:
     if entry.release is None:
         return None
     try:
-        return tick.sources.listing(entry.release).revision
+        return watched_revision(entry.release, tick.sources, tick.charts)
     except ConvoyError:
         return None
 
