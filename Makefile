@@ -7,7 +7,7 @@ EXAMPLE := .convoy/example
 # make run's UI port: `make run PORT=3001` (or PORT in the environment).
 PORT ?= 3000
 
-.PHONY: run force screenshot test lint bench clean k8s-testenv crash-deps pg-testenv
+.PHONY: run force screenshot test lint bench clean k8s-testenv crash-deps registry-deps pg-testenv
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ lint: $(STAMP)
 
 # The Kubernetes tests start their own API server from binaries built once into
 # ~/.cache/convoy-batch/k8s (scripts/k8s-testenv); without them they skip, or fail under CI.
-test: lint k8s-testenv crash-deps pg-testenv
+test: lint k8s-testenv crash-deps registry-deps pg-testenv
 	$(BIN)/pytest
 
 k8s-testenv:
@@ -40,6 +40,9 @@ pg-testenv:
 # The crash tests (tests/crash) compile a small system-call injector with the C compiler.
 crash-deps:
 	@command -v cc >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq --no-install-recommends gcc libc6-dev; } || echo "crash-deps: no C compiler; the crash tests will skip (fail under CI=true)"
+
+registry-deps:
+	@command -v docker-registry >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq --no-install-recommends docker-registry; } || echo "registry-deps: no docker-registry; the OCI chart tests will skip (fail under CI=true)"
 
 run: $(STAMP)
 	$(BIN)/python scripts/run_example.py $(EXAMPLE) --port $(PORT)

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 _STARTUP_S = 20.0
+_PATH = os.environ.get("PATH", os.defpath)  # the machine's, before a test narrows it
 
 
 def free_port() -> int:
@@ -112,9 +113,7 @@ class HttpChartRepo:
 
 def docker_registry() -> str:
     """Debian's ``docker-registry``; skips without it, or fails under CI."""
-    found = shutil.which("docker-registry") or (
-        "/usr/bin/docker-registry" if os.access("/usr/bin/docker-registry", os.X_OK) else None
-    )
+    found = shutil.which("docker-registry", path=_PATH)
     if found is None:
         reason = "no docker-registry (Debian's package of the distribution registry)"
         if os.environ.get("CI") == "true":

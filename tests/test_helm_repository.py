@@ -204,6 +204,15 @@ def test_an_unreachable_repository_is_source_failed_and_the_last_render_stays(
     assert "\n" not in message and "Traceback" not in result.err
     assert s.deployment_image() == "example/web:0.1.0"
     assert s.status()["rollout"]["state"] == "Succeeded"
+    # A failed repository is asked again once the interval (5m) has passed, not before.
+    http_repo.start()
+    http_repo.requests.clear()
+    assert s.reconcile("web", minutes=6, extra=("--force",)).code == 1
+    assert http_repo.requests == []
+    assert last_attempt(s, "web") == (reason, message)
+    assert s.reconcile("web", minutes=7).code == 0
+    assert "/index.yaml" in http_repo.requests
+    assert s.deployment_image() == "example/web:0.2.0"
 
 
 PASSWORD = "pa55-w0rd-not-to-leak"
@@ -230,7 +239,7 @@ def test_basic_auth_comes_from_the_operators_credentials_file_and_leaks_nowhere(
         reason, message = last_attempt(s, "web")
         assert reason == "SourceFailed" and "401" in message, message
         (secrets / "password").write_text(PASSWORD + "\n")
-        result = s.reconcile("web", minutes=1, extra=("--force",))
+        result = s.reconcile("web", minutes=5)  # asked again after the interval
         assert result.code == 0, result.err
         assert s.deployment_image() == "example/web:0.1.0"
     finally:

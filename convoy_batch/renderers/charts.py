@@ -136,23 +136,34 @@ class ChartResolver:
 
     def _resolve(self, spec: HelmRender, key: str, release: Release) -> Chart:
         assert spec.version is not None
-        entry = self._index().get(key)
-        if entry is not None and self._fresh(spec.version, entry, release):
-            return Chart(entry["version"], entry["digest"])
-        chart, data = self._pull(spec, spec.version)
+        entry = self._index().get(key, {})
+        if "error" in entry and self._within(entry.get("triedAt", ""), release):
+            raise SourceFailed(entry["error"])  # asked again once the interval is over
+        if "digest" in entry and "error" not in entry:
+            if is_exact(spec.version) or self._within(entry["resolvedAt"], release):
+                return Chart(entry["version"], entry["digest"])
+        try:
+            chart, data = self._pull(spec, spec.version)
+        except SourceFailed as exc:
+            self._record(spec, {**entry, "error": str(exc), "triedAt": self._stamp()})
+            raise
         self._store(data, chart.digest)
-        self._record(spec, chart)
+        found = {"version": chart.version, "digest": chart.digest, "resolvedAt": self._stamp()}
+        self._record(spec, found, chart.version)
         return chart
 
-    def _fresh(self, version: str, entry: dict[str, str], release: Release) -> bool:
-        if is_exact(version):
-            return True
+    def _within(self, stamp: str, release: Release) -> bool:
+        """``stamp`` (a tick's ``now``) is less than the Release's interval ago; always
+        without a ``now`` (a render outside a tick)."""
         if self._now is None:
             return True
         try:
-            return self._now - parse_time(entry["resolvedAt"]) < release.spec.interval
+            return self._now - parse_time(stamp) < release.spec.interval
         except ValueError:
             return False
+
+    def _stamp(self) -> str:
+        return format_time(self._now) if self._now is not None else ""
 
     def _pull(self, spec: HelmRender, version: str) -> tuple[Chart, bytes]:
         """``helm pull`` of ``spec``'s chart at ``version`` (a range resolves to its
@@ -192,12 +203,13 @@ class ChartResolver:
             return {}  # a lost index costs a fetch, nothing else
         return loaded if isinstance(loaded, dict) else {}
 
-    def _record(self, spec: HelmRender, chart: Chart) -> None:
+    def _record(self, spec: HelmRender, entry: dict[str, str], version: str = "") -> None:
+        """Write ``entry`` for ``spec``'s version as written (and for ``version``, the
+        exact one a range picked). Processes that race lose an entry: a fetch more."""
         index = self._index()
-        when = format_time(self._now) if self._now is not None else ""
-        entry = {"version": chart.version, "digest": chart.digest, "resolvedAt": when}
         index[_key(spec)] = entry
-        index[_key(spec, chart.version)] = entry  # a range's pick is that exact version too
+        if version:
+            index[_key(spec, version)] = entry
         text = json.dumps(index, indent=1, sort_keys=True).encode()
         atomic_write(self._folder / "index.json", text, root=self._state_dir)
 
