@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from convoy_batch.kinds import group_of
 from convoy_batch.names import KIND, VERSION, is_label, is_path_segment, is_subdomain
@@ -61,6 +62,15 @@ def _scalar_to_str(value: Any) -> Any:
     if isinstance(value, int | float):
         return str(value)
     return value
+
+
+def field_error(model: str, field: str, message: str) -> ValidationError:
+    """A validation error of a model validator, placed at ``field`` (so the message
+    names the field's whole path, as a field's own validator would)."""
+    kind = PydanticCustomError("value_error", message)
+    return ValidationError.from_exception_data(
+        model, [InitErrorDetails(type=kind, loc=(field,), input=None)]
+    )
 
 
 Name = Annotated[str, AfterValidator(_dns1123_label)]
@@ -131,24 +141,30 @@ class HelmRender(Model):
 
     @model_validator(mode="after")
     def _chart_fields(self) -> "HelmRender":
+        problem = self._chart_problem()
+        if problem is not None:
+            raise field_error("HelmRender", *problem)
+        return self
+
+    def _chart_problem(self) -> tuple[str, str] | None:
+        """(field, what is wrong) of the first problem of a chart from a repository."""
         named = {"chart": self.chart, "version": self.version}
         if self.repository is None:
-            for field, value in {**named, "credentials": self.credentials}.items():
-                if value is not None:
-                    raise ValueError(f"{field}: only with repository (a chart from a repository)")
-            if self.plain_http:
-                raise ValueError("plainHTTP: only with repository (a chart from a repository)")
-            return self
+            extra = {**named, "credentials": self.credentials, "plainHTTP": self.plain_http}
+            for field, value in extra.items():
+                if value:
+                    return field, "only with repository (a chart from a repository)"
+            return None
         if not _CHART_REPOSITORY.match(self.repository):
-            raise ValueError("repository: an https://, http:// or oci:// URL")
+            return "repository", "an https://, http:// or oci:// URL"
         for field, value in named.items():
             if value is None:
-                raise ValueError(f"{field}: required with repository")
+                return field, "required with repository"
         if not _CHART_NAME.match(self.chart or ""):
-            raise ValueError(f"chart: {self.chart!r} is not a chart name")
+            return "chart", f"{self.chart!r} is not a chart name"
         if not _CHART_VERSION.match(self.version or ""):
-            raise ValueError(f"version: {self.version!r} is not a version or a range")
-        return self
+            return "version", f"{self.version!r} is not a version or a range"
+        return None
 
     @model_serializer(mode="wrap")
     def _local_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -201,9 +217,10 @@ class Source(Model):
     @model_validator(mode="after")
     def _path_given(self) -> "Source":
         if self.path is None and not self.chart_only:
-            raise ValueError("path: required (only a Helm chart from a repository may omit it)")
+            message = "required field missing (only a Helm chart from a repository may omit it)"
+            raise field_error("Source", "path", message)
         if self.path is None and isinstance(self.render, HelmRender) and self.render.values_files:
-            raise ValueError("render.valuesFiles: read from source.path, which is not set")
+            raise field_error("Source", "path", "required with render.valuesFiles (read there)")
         return self
 
     @property

@@ -139,9 +139,9 @@ class ChartResolver:
         entry = self._index().get(key, {})
         if "error" in entry and self._within(entry.get("triedAt", ""), release):
             raise SourceFailed(entry["error"])  # asked again once the interval is over
-        if "digest" in entry and "error" not in entry:
-            if is_exact(spec.version) or self._within(entry["resolvedAt"], release):
-                return Chart(entry["version"], entry["digest"])
+        known = "digest" in entry and "error" not in entry
+        if known and (is_exact(spec.version) or self._within(entry["resolvedAt"], release)):
+            return Chart(entry["version"], entry["digest"])
         try:
             chart, data = self._pull(spec, spec.version)
         except SourceFailed as exc:
