@@ -5,6 +5,7 @@ Debian's ``docker-registry``, charts put there with ``helm push``)."""
 
 import base64
 import hashlib
+import json
 import os
 import shutil
 import socket
@@ -14,6 +15,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import warnings
 from collections.abc import Mapping
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -44,9 +46,11 @@ def package(helm: str, files: Mapping[str, str], into: Path) -> Path:
     return Path(out.strip().rsplit(": ", 1)[1])
 
 
-def _helm(helm: str, *args: str) -> str:
+def _helm(helm: str, *args: str, config: Path | None = None) -> str:
     with tempfile.TemporaryDirectory() as home:
         env = {"PATH": os.defpath, "HOME": home, "HELM_CONFIG_HOME": home, "HELM_CACHE_HOME": home}
+        if config is not None:
+            env["HELM_REGISTRY_CONFIG"] = str(config)
         done = subprocess.run(
             [helm, *args], capture_output=True, text=True, env=env, timeout=120, check=False
         )
@@ -125,11 +129,14 @@ def docker_registry() -> str:
 class OciRegistry:
     """The distribution registry on 127.0.0.1 over plain HTTP, storage in ``folder``."""
 
-    def __init__(self, program: str, helm: str, folder: Path) -> None:
+    def __init__(
+        self, program: str, helm: str, folder: Path, login: tuple[str, str] | None = None
+    ) -> None:
         self.program = program
         self.helm = helm
         self.folder = folder
         self.port = free_port()
+        self.login = login
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -145,6 +152,11 @@ class OciRegistry:
             f"http: {{addr: '127.0.0.1:{self.port}'}}\n"
             "log: {level: error}\n"
         )
+        if self.login is not None:
+            htpasswd = self.folder / "htpasswd"
+            htpasswd.write_text(f"{self.login[0]}:{_bcrypt(self.login[1])}\n")
+            with config.open("a") as f:
+                f.write(f"auth: {{htpasswd: {{realm: charts, path: {htpasswd}}}}}\n")
         log = (self.folder / "registry.log").open("ab")
         self._process = subprocess.Popen(
             [self.program, "serve", str(config)], stdout=log, stderr=log, start_new_session=True
@@ -155,6 +167,8 @@ class OciRegistry:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v2/", timeout=1):
                     return
+            except urllib.error.HTTPError:
+                return  # it answers (401: it asks for the login)
             except (urllib.error.URLError, OSError):
                 assert self._process.poll() is None, (self.folder / "registry.log").read_text()
                 time.sleep(0.05)  # waiting for the port to open, bounded
@@ -164,11 +178,32 @@ class OciRegistry:
         """``helm push`` of the chart ``files`` make: the SHA-256 of its archive."""
         with tempfile.TemporaryDirectory() as scratch:
             archive = package(self.helm, files, Path(scratch))
-            _helm(self.helm, "push", str(archive), self.url, "--plain-http")
+            _helm(self.helm, "push", str(archive), self.url, "--plain-http", config=self._auth())
             return hashlib.sha256(archive.read_bytes()).hexdigest()
+
+    def _auth(self) -> Path | None:
+        """A registry config holding the login, for helm push."""
+        if self.login is None:
+            return None
+        token = base64.b64encode(":".join(self.login).encode()).decode()
+        config = self.folder / "auth.json"
+        config.write_text(json.dumps({"auths": {f"127.0.0.1:{self.port}": {"auth": token}}}))
+        return config
 
     def stop(self) -> None:
         if self._process is not None:
             self._process.terminate()
             self._process.wait(timeout=30)
             self._process = None
+
+
+def _bcrypt(password: str) -> str:
+    """A bcrypt hash (the registry's htpasswd takes no other), by the C library's crypt;
+    skips where Python has no ``crypt`` module (3.13 and later)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        crypt = pytest.importorskip("crypt")
+    hashed = crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH))
+    if not hashed or not hashed.startswith("$2"):
+        pytest.skip("the C library's crypt makes no bcrypt hash")
+    return str(hashed)

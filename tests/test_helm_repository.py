@@ -279,3 +279,47 @@ def test_a_chart_from_a_repository_needs_repository_chart_and_version(
     assert reason == "InvalidRelease"
     assert f"{field}:" in message, message
     assert last_attempt(s, "plain")[0] == "Synced"
+
+
+def test_a_damaged_archive_in_the_state_directory_is_fetched_again_before_a_render(
+    scenario: Scenario, http_repo: HttpChartRepo
+) -> None:
+    s = scenario
+    published = digest(http_repo.publish(chart("0.1.0")))
+    s.commit({"releases/web.yaml": release(http_repo.url, "0.1.0")})
+    assert s.reconcile("web", minutes=0).code == 0
+    kept = s.state / "charts" / f"sha256-{published}.tgz"
+    kept.write_bytes(b"not the chart")
+    http_repo.requests.clear()
+    s.commit({"releases/web.yaml": release(http_repo.url, "0.1.0", ", values: {replicas: 3}")})
+    result = s.reconcile("web", minutes=1)
+    assert result.code == 0, result.err
+    assert s.live("web", "deployment.apps", "web")["spec"]["replicas"] == 3
+    assert digest(kept) == published
+    assert "/web-0.1.0.tgz" in http_repo.requests
+
+
+def test_basic_auth_to_an_oci_registry_comes_from_the_credentials_file(
+    scenario: Scenario, tmp_path: Path, helm_tools: Tools, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = scenario
+    found = OciRegistry(docker_registry(), real_helm(), tmp_path / "reg", ("reader", PASSWORD))
+    found.start()
+    try:
+        found.push(chart("0.1.0"))
+        secrets = tmp_path / "state"
+        secrets.mkdir(exist_ok=True)
+        (secrets / "user").write_text("reader\n")
+        (secrets / "password").write_text(PASSWORD + "\n")
+        (secrets / "credentials.yaml").write_text(  # the state directory's own file
+            "credentials:\n  oci:\n    basicAuth: {usernameFile: user, passwordFile: password}\n"
+        )
+        s.commit({"releases/web.yaml": release(found.url, "~0.1", ", credentials: oci")})
+        result = s.reconcile("web", minutes=0)
+        assert result.code == 0, result.err
+        assert s.deployment_image() == "example/web:0.1.0"
+    finally:
+        found.stop()
+    assert PASSWORD not in result.out + result.err
+    assert PASSWORD not in "\n".join(helm_tools.call_log())
+    assert PASSWORD not in s.repo.git.log("--all", "-p")
