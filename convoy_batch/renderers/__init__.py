@@ -55,20 +55,16 @@ def render_inputs(
     return inputs
 
 
-def source_revision(
-    release: Release, sources: SourceResolver, charts: ChartResolver | None = None
-) -> str:
+def source_revision(release: Release, sources: SourceResolver, charts: ChartResolver) -> str:
     """The revision a render of ``release`` is named by: the last commit that changed
     ``source.path``, or for a chart from a repository its ``<version>@sha256:<digest>``."""
     spec = release.spec.source.render
     if isinstance(spec, HelmRender) and spec.from_repository:
-        return charts.resolve(release).revision if charts else ""
+        return charts.resolve(release).revision
     return sources.listing(release).revision
 
 
-def watched_revision(
-    release: Release, sources: SourceResolver, charts: ChartResolver | None = None
-) -> str:
+def watched_revision(release: Release, sources: SourceResolver, charts: ChartResolver) -> str:
     """What a tick compares to the last one's to see the source changed: the revision,
     and for a chart from a repository read with values files, their commit too."""
     revision = source_revision(release, sources, charts)
@@ -106,10 +102,11 @@ def render_release(
     spec = release.spec.source.render
     if isinstance(spec, PlainRender):
         return render(sources.fetch(release), release, cluster)
+    charts = _charts(charts, state_dir)
     chart = None
     if isinstance(spec, HelmRender) and spec.from_repository:
-        chart = _charts(charts, state_dir).archive(release)
-    revision = source_revision(release, sources, _charts(charts, state_dir))
+        chart = charts.archive(release)
+    revision = source_revision(release, sources, charts)
     with tempfile.TemporaryDirectory(prefix="convoy-render-") as scratch:
         root, home = Path(scratch) / "tree", Path(scratch) / "home"
         home.mkdir()
