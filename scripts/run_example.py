@@ -79,14 +79,19 @@ def prepare(state: Path) -> dict[str, str]:
 
 
 def kustomize_env() -> dict[str, str]:
-    """The example's Kustomize Release needs kustomize or kubectl: without either on PATH,
-    Debian's kubectl (fetched once by scripts/k8s-testenv) is named in $CONVOY_KUBECTL."""
-    if os.environ.get("CONVOY_KUBECTL") or shutil.which("kustomize") or shutil.which("kubectl"):
+    """The example's Kustomize Release needs kustomize v5: unless a ``kustomize`` is on
+    PATH or $CONVOY_KUBECTL names a kubectl, the official kubectl 1.35 (kustomize v5,
+    fetched once by scripts/k8s-testenv) is named in $CONVOY_KUBECTL."""
+    if os.environ.get("CONVOY_KUBECTL") or shutil.which("kustomize"):
         return {}
     done = subprocess.run(
-        [str(PROJECT / "scripts" / "k8s-testenv"), "kubectl"], capture_output=True, check=False
+        [str(PROJECT / "scripts" / "k8s-testenv"), "kustomize-kubectl"],
+        capture_output=True,
+        check=False,
     )
     if done.returncode != 0:
+        if shutil.which("kubectl"):
+            return {}  # the one on PATH renders what its kustomize can
         print(">>> no kustomize or kubectl: the shop Release will fail to render", flush=True)
         return {}
     return {"CONVOY_KUBECTL": done.stdout.decode().strip()}

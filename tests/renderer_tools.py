@@ -1,9 +1,10 @@
 """Real renderer programs for the tests, on a PATH of the test's own.
 
 The PATH holds git and a shell and what a test adds: so neither a kustomize nor a
-kubectl of the machine takes part unless a test puts it there. Kustomize is Debian's
-kubectl 1.20 (kustomize v2.0.3), unpacked by ``scripts/k8s-testenv kubectl``; Helm is the
-official helm binary, unpacked by ``scripts/k8s-testenv helm``.
+kubectl of the machine takes part unless a test puts it there. Kustomize is the official
+kubectl v1.35 (kustomize v5.7.1), unpacked by ``scripts/k8s-testenv kustomize-kubectl``;
+Helm is the official helm binary, unpacked by ``scripts/k8s-testenv helm``; Debian's
+kubectl 1.20 (``scripts/k8s-testenv kubectl``) is the test API server's own client.
 """
 
 import functools
@@ -45,9 +46,15 @@ def _tool(command: str, what: str) -> str:
 
 
 def debian_kubectl() -> str:
-    """The path of Debian's kubectl (fetched once into the cache); skips without it, or
-    fails under CI."""
+    """The path of Debian's kubectl 1.20, the test API server's version (fetched once into
+    the cache); skips without it, or fails under CI."""
     return _tool("kubectl", "Debian kubectl")
+
+
+def kustomize_kubectl() -> str:
+    """The path of the official kubectl whose ``kubectl kustomize`` is kustomize v5
+    (fetched once into the cache with helm); skips without it, or fails under CI."""
+    return _tool("kustomize-kubectl", "kubectl with kustomize v5")
 
 
 def real_helm() -> str:

@@ -3,8 +3,8 @@
 tests playing the controllers (statuses written into the object files); quiet ticks then
 touch no object file and make no commit; ingress-nginx's webhook RBAC hooks live through
 its PostSync Job; podinfo's chart renders once for one commit; a bad image rolls back;
-prune deletes. Then what is not rolled out: a chart random on every render, and
-kustomize's examples that kustomize v2.0.3 refuses.
+prune deletes (kustomize's own examples among the apps, built by kustomize v5). Then
+what is not rolled out: a chart random on every render.
 
 The first tests run in file order on one module-wide rollout; each starts from the state
 the one before left."""
@@ -23,7 +23,6 @@ from tests.realworld import (
     INGRESS_NGINX_PATCH_JOB,
     KUBE_STATE_METRICS,
     LOADGENERATOR_SCRIPT,
-    NEEDS_NEWER_KUSTOMIZE,
     ONLINE_BOUTIQUE,
     PODINFO_CHART,
     PODINFO_KUSTOMIZE,
@@ -40,7 +39,7 @@ from tests.realworld import (
     states,
     status_commits,
 )
-from tests.renderer_tools import Tools, debian_kubectl, real_helm
+from tests.renderer_tools import Tools, kustomize_kubectl, real_helm
 from tests.scenario import Result, Scenario
 
 CRDS = "customresourcedefinition.apiextensions.k8s.io"
@@ -83,7 +82,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     realworld()
     folder = tmp_path_factory.mktemp("realworld")
     with pytest.MonkeyPatch.context() as mp:
-        kubectl, helm = debian_kubectl(), real_helm()
+        kubectl, helm = kustomize_kubectl(), real_helm()
         tools = Tools(folder / "bin", mp)
         (tools.bin / "helm").symlink_to(helm)
         mp.setenv("CONVOY_KUBECTL", kubectl)
@@ -182,7 +181,7 @@ def image(s: Scenario, namespace: str) -> str:
 @pytest.fixture
 def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Tools:
     realworld()
-    kubectl, helm = debian_kubectl(), real_helm()
+    kubectl, helm = kustomize_kubectl(), real_helm()
     tools = Tools(tmp_path / "bin", monkeypatch)
     (tools.bin / "helm").symlink_to(helm)
     monkeypatch.setenv("CONVOY_KUBECTL", kubectl)
@@ -205,19 +204,3 @@ def test_a_chart_random_on_every_render_is_reported_in_one_line_instead_of_rolli
     assert named, lines
     message = s.status("dice")["lastAttempted"]["message"]
     assert "dice-token" in message and "\n" not in message
-
-
-def test_kustomize_examples_that_need_a_newer_kustomize_fail_in_one_line(
-    scenario: Scenario, tools: Tools
-) -> None:
-    # Debian's kubectl 1.20 (kustomize v2.0.3) is the kustomize of the tests; a later
-    # issue moves to kustomize v5, which builds these. Until then: one RenderFailed each.
-    s = scenario
-    commit_apps(s, NEEDS_NEWER_KUSTOMIZE)
-    result = s.reconcile("--all", minutes=0)
-    assert result.code == 1
-    for app, error in NEEDS_NEWER_KUSTOMIZE.items():
-        attempted = s.status(app.name)["lastAttempted"]
-        assert attempted["reason"] == "RenderFailed"
-        assert error in attempted["message"] and "\n" not in attempted["message"]
-        assert "kustomize" in attempted["message"].lower()

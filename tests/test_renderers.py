@@ -15,7 +15,7 @@ from convoy_batch.errors import RenderFailed
 from convoy_batch.models import Release
 from convoy_batch.renderers import process
 from tests.realworld import realworld
-from tests.renderer_tools import Tools, debian_kubectl
+from tests.renderer_tools import Tools, kustomize_kubectl
 from tests.scenario import FAILURE_POLICY, PROJECT, Scenario
 
 
@@ -72,7 +72,7 @@ def kustomize_repo(s: Scenario, tag: str = "1.0") -> None:
 
 @pytest.fixture
 def kubectl(tools: Tools, monkeypatch: pytest.MonkeyPatch) -> str:
-    path = debian_kubectl()
+    path = kustomize_kubectl()
     monkeypatch.setenv("CONVOY_KUBECTL", str(tools.recorded("kubectl", path)))
     return path
 
@@ -186,21 +186,90 @@ def test_a_failing_kustomize_gives_the_end_of_its_stderr(scenario: Scenario, kub
 HELLO_WORLD = "kubernetes-sigs-kustomize/examples/helloWorld"
 
 
-def test_kustomize_2_0_3_refuses_kustomizes_own_hello_world_on_its_metadata(
-    scenario: Scenario, kubectl: str
-) -> None:
-    """The README's list of what kustomize v2.0.3 refuses: kustomize's examples/helloWorld
-    as it is (its kustomization has a ``metadata``)."""
+def test_kustomizes_own_hello_world_builds_as_it_is(scenario: Scenario, kubectl: str) -> None:
+    """kustomize's examples/helloWorld as it is (its kustomization has a ``metadata``,
+    which kustomize v2.0.3 refused)."""
     files: dict[str, str | None] = {
         f"apps/hello/{p.name}": p.read_text() for p in (realworld() / HELLO_WORLD).iterdir()
     }
     files["releases/hello.yaml"] = release("hello", "apps/hello", "{type: Kustomize}")
     scenario.commit(files)
-    assert scenario.reconcile("hello", minutes=0).code == 1
-    refused = 'failed (exit 1): Error: json: unknown field "metadata"'
-    assert last_attempt(scenario, "hello") == (
-        "RenderFailed",
-        f"Kustomize (kubectl kustomize apps/hello) {refused}",
+    result = scenario.reconcile("hello", minutes=0)
+    assert result.code == 0, result.err
+    live = scenario.live("hello", "deployment.apps", "the-deployment")
+    assert live["metadata"]["labels"]["app"] == "hello"
+
+
+V5_BASE = {
+    "kustomization.yaml": (
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        "metadata: {name: base}\nresources: [deployment.yaml, configmap.yaml]\n"
+    ),
+    "deployment.yaml": BASE["deployment.yaml"],
+    "configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web-config}\n"
+    'data: {env: "${env}", image: unset}\n',
+}
+V5_COMPONENT = """\
+apiVersion: kustomize.config.k8s.io/v1alpha1
+kind: Component
+patches:
+- target: {kind: Deployment}
+  patch: |-
+    - op: add
+      path: /spec/template/spec/containers/0/env
+      value: [{name: TRACING, value: "on"}]
+"""
+V5_OVERLAY = """\
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [../../base]
+components: [../../components/tracing]
+labels:
+- pairs: {team: shop}
+patches:
+- target: {kind: Deployment, name: web}
+  patch: |-
+    - op: replace
+      path: /spec/replicas
+      value: 3
+replacements:
+- source: {kind: Deployment, name: web, fieldPath: "spec.template.spec.containers.0.image"}
+  targets:
+  - select: {kind: ConfigMap, name: web-config}
+    fieldPaths: [data.image]
+"""
+
+
+def kustomize_v5_repo(s: Scenario, name: str = "web", spec_extra: str = FAILURE_POLICY) -> None:
+    """Release ``name`` (its namespace too) of an overlay written for kustomize v5: a
+    directory in ``resources``, a ``components`` entry, ``labels``, ``patches`` with
+    target selectors and ``replacements`` (kustomize v2.0.3 refused each)."""
+    files: dict[str, str | None] = {f"apps/web/base/{k}": v for k, v in V5_BASE.items()}
+    files["apps/web/components/tracing/kustomization.yaml"] = V5_COMPONENT
+    files["apps/web/overlays/staging/kustomization.yaml"] = V5_OVERLAY
+    files[f"releases/{name}.yaml"] = release(
+        name, "apps/web/overlays/staging", "{type: Kustomize}", spec_extra
+    )
+    s.commit(files, f"{name} for kustomize v5")
+
+
+def check_kustomize_v5_render(deployment: dict[str, Any], configmap: dict[str, Any]) -> None:
+    """What each feature of :data:`V5_OVERLAY` did to the objects."""
+    assert deployment["spec"]["replicas"] == 3  # patches with a target
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["env"] == [{"name": "TRACING", "value": "on"}]  # the component
+    assert deployment["metadata"]["labels"]["team"] == "shop"  # labels
+    assert "team" not in deployment["spec"]["selector"]["matchLabels"]  # not a selector
+    assert configmap["data"] == {"env": "staging", "image": "example/web:1.0"}  # replacements
+
+
+def test_an_overlay_written_for_kustomize_v5_renders(scenario: Scenario, kubectl: str) -> None:
+    kustomize_v5_repo(scenario)
+    result = scenario.reconcile("web", minutes=0)
+    assert result.code == 0, result.err
+    check_kustomize_v5_render(
+        scenario.live("web", "deployment.apps", "web"),
+        scenario.live("web", "configmap", "web-config"),
     )
 
 

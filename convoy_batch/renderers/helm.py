@@ -16,7 +16,7 @@ from convoy_batch.renderers.job import Job
 from convoy_batch.repo.source import SourceFile
 
 _MISSING = (
-    "Helm: helm is not on PATH; install Helm 3 (a single binary, see Helm's "
+    "Helm: helm is not on PATH; install Helm (v3 or v4, a single binary, see Helm's "
     "installation guide) on the reconciler's PATH"
 )
 

@@ -22,7 +22,7 @@ from kubernetes.client.rest import ApiException
 from convoy_batch.assets import tick_job
 from convoy_batch.deployers.kubeapi import KubeApi
 from tests.k8s.testenv import KubeEnv
-from tests.renderer_tools import debian_kubectl
+from tests.renderer_tools import kustomize_kubectl
 from tests.scenario import PROJECT
 
 DEPLOY = PROJECT / "deploy"
@@ -39,7 +39,7 @@ DAEMON_ENV = {  # what the daemon's environment gives the instance config
 def shipped_objects() -> list[dict[str, Any]]:
     """What ``kubectl apply -k deploy/`` sends, as Debian's kubectl builds it."""
     done = subprocess.run(
-        [debian_kubectl(), "kustomize", str(DEPLOY)],
+        [kustomize_kubectl(), "kustomize", str(DEPLOY)],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

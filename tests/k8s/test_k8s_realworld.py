@@ -20,7 +20,6 @@ from tests.k8s.k8s_scenario import KubeScenario
 from tests.k8s.testenv import KubeEnv
 from tests.realworld import (
     ADMISSION_RBAC,
-    APPS,
     BAD_TAG,
     INGRESS_NGINX,
     INGRESS_NGINX_PATCH_JOB,
@@ -30,7 +29,9 @@ from tests.realworld import (
     PODINFO_CHART,
     PODINFO_KUSTOMIZE,
     PROGRESS_DEADLINE,
+    REFUSED_BY_A_SERVER,
     SAMPLE_CONTROLLER,
+    SERVER_APPS,
     Rollouts,
     captured_cli,
     commit_apps,
@@ -41,7 +42,7 @@ from tests.realworld import (
     states,
     status_commits,
 )
-from tests.renderer_tools import Tools, debian_kubectl, real_helm
+from tests.renderer_tools import Tools, kustomize_kubectl, real_helm
 from tests.scenario import Result
 
 
@@ -58,7 +59,7 @@ class World(Rollouts):
     ingress-nginx running, and when the test played its pod to success (audit time)."""
 
     def __init__(self, s: ModuleScenario, kube: KubeEnv) -> None:
-        super().__init__(s)
+        super().__init__(s, SERVER_APPS)
         self.s: ModuleScenario = s
         self.kube = kube
         self.patch_job_done_at = ""
@@ -114,12 +115,12 @@ def world(kube: KubeEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[W
     realworld()
     folder = tmp_path_factory.mktemp("realworld")
     with pytest.MonkeyPatch.context() as mp:
-        kubectl, helm = debian_kubectl(), real_helm()
+        kubectl, helm = kustomize_kubectl(), real_helm()
         tools = Tools(folder / "bin", mp)
         (tools.bin / "helm").symlink_to(helm)
         mp.setenv("CONVOY_KUBECTL", kubectl)
         s = ModuleScenario(kube, folder, cast(pytest.CaptureFixture[str], None))
-        commit_apps(s, APPS)
+        commit_apps(s, SERVER_APPS)
         world = World(s, kube)
         try:
             world.settle()
@@ -137,7 +138,7 @@ def world(kube: KubeEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[W
 
 def test_every_public_app_rolls_out_on_a_real_server(world: World) -> None:
     s = world.s
-    assert states(s, APPS) == {app.name: "Succeeded" for app in APPS}
+    assert states(s, SERVER_APPS) == {app.name: "Succeeded" for app in SERVER_APPS}
     foo = client.CustomObjectsApi(s.kube.api).get_namespaced_custom_object(
         "samplecontroller.k8s.io", "v1alpha1", SAMPLE_CONTROLLER.name, "foos", "example-foo"
     )
@@ -197,7 +198,7 @@ def test_a_component_disabled_through_values_is_pruned(world: World) -> None:
     assert rbac.read_cluster_role(name).metadata.name == name
     podinfo = status_commits(s, PODINFO_CHART.name)
     commit_values(s, KUBE_STATE_METRICS, "{rbac: {create: false}}")
-    assert world.settle() == {app.name: "Succeeded" for app in APPS}
+    assert world.settle() == {app.name: "Succeeded" for app in SERVER_APPS}
     for read in (rbac.read_cluster_role, rbac.read_cluster_role_binding):
         with pytest.raises(ApiException) as gone:
             read(name)
@@ -243,3 +244,18 @@ def test_a_podinfo_image_that_never_becomes_ready_rolls_back(world: World) -> No
 def image(kube: KubeEnv, namespace: str) -> str:
     dep = kube.apps.read_namespaced_deployment("podinfo", namespace)
     return str(dep.spec.template.spec.containers[0].image)
+
+
+def test_an_app_the_server_refuses_as_published_is_one_dry_run_line(world: World) -> None:
+    # Last: the world's ticks fail from here on.
+    s = world.s
+    before = states(s, SERVER_APPS)
+    commit_apps(s, tuple(REFUSED_BY_A_SERVER))
+    result = world.tick()
+    assert result.code == 1
+    for app, refusal in REFUSED_BY_A_SERVER.items():
+        attempted = s.status(app.name)["lastAttempted"]
+        assert attempted["reason"] == "DryRunFailed"
+        assert refusal in attempted["message"], attempted["message"]
+        assert "\n" not in attempted["message"]
+    assert states(s, SERVER_APPS) == before  # the others go on
