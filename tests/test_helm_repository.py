@@ -6,6 +6,7 @@ nothing; a range picks the newest match and is asked again only after the interv
 unreachable repository is SourceFailed; basic auth comes from the operator's file."""
 
 import hashlib
+import tarfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -84,8 +85,6 @@ def stored(s: Scenario, version: str) -> str:
 
 
 def _chart_of(archive: Path) -> str:
-    import tarfile
-
     with tarfile.open(archive) as tar:
         member = tar.extractfile("web/Chart.yaml")
         assert member is not None
@@ -323,3 +322,23 @@ def test_basic_auth_to_an_oci_registry_comes_from_the_credentials_file(
     assert PASSWORD not in result.out + result.err
     assert PASSWORD not in "\n".join(helm_tools.call_log())
     assert PASSWORD not in s.repo.git.log("--all", "-p")
+
+
+def test_values_files_are_read_from_source_path_and_a_change_there_renders_again(
+    scenario: Scenario, http_repo: HttpChartRepo
+) -> None:
+    s = scenario
+    http_repo.publish(chart("0.1.0"))
+    text = release(http_repo.url, "0.1.0", ", valuesFiles: [values-staging.yaml]")
+    text = text.replace("  source:\n", "  source:\n    path: apps/web\n")
+    s.commit({"releases/web.yaml": text, "apps/web/values-staging.yaml": "replicas: 2\n"})
+    assert s.reconcile("web", minutes=0).code == 0
+    assert s.live("web", "deployment.apps", "web")["spec"]["replicas"] == 2
+    s.deployment_ready()
+    assert s.reconcile("web", minutes=1).code == 0
+    http_repo.requests.clear()
+    s.commit({"apps/web/values-staging.yaml": "replicas: 4\n"}, "four")
+    assert s.reconcile(minutes=2).code == 0  # due: its values changed in git
+    assert s.live("web", "deployment.apps", "web")["spec"]["replicas"] == 4
+    assert s.status()["lastAttempted"]["revision"].startswith("0.1.0@sha256:")
+    assert http_repo.requests == []
