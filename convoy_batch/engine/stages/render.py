@@ -116,12 +116,8 @@ def _check_stable(release: Release, first: Render, second: Render) -> None:
     if len(differing) > MAX_NAMED:
         named += f" and {len(differing) - MAX_NAMED} more"
     spec = release.spec.source
-    render = spec.render
-    of = (
-        f"chart {render.chart!r}"
-        if isinstance(render, HelmRender) and render.chart
-        else (f"source.path {spec.path!r}")
-    )
+    chart = spec.render.chart if isinstance(spec.render, HelmRender) else None
+    of = f"chart {chart!r}" if chart else f"source.path {spec.path!r}"
     raise RenderFailed(
         f"{spec.render.type} render of {of} differs from one run to the "
         f"next (random values: set them in the values): {named}"
