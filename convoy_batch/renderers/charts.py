@@ -7,7 +7,8 @@ directory by content. Does I/O: runs helm, reads and writes ``<state>/charts/``.
 - ``<state>/charts/index.json``: (repository, chart, version as written) -> the version
   it resolved to, the digest, and when (the tick's ``now``). An exact version once
   fetched is never asked for again; a range is asked again once the Release's
-  ``interval`` has passed since it was resolved.
+  ``interval`` has passed since it was resolved. A failed request is kept there too, and
+  the repository is asked again only once the interval has passed.
 
 Credentials come from the operator's ``credentials.yaml`` in the state directory (or the
 file ``$CONVOY_CREDENTIALS`` names), by the name the render gives; they reach helm on
@@ -21,7 +22,7 @@ import json
 import re
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -60,7 +61,7 @@ class CredentialsFile(Model):
 @dataclass(frozen=True)
 class Login:
     username: str
-    password: str
+    password: str = field(repr=False)  # never in a traceback's or a log's repr
 
     def scrub(self, text: str) -> str:
         return text.replace(self.password, "***") if self.password else text
