@@ -170,8 +170,10 @@ class OciRegistry:
             except urllib.error.HTTPError:
                 return  # it answers (401: it asks for the login)
             except (urllib.error.URLError, OSError):
-                assert self._process.poll() is None, (self.folder / "registry.log").read_text()
+                if self._process.poll() is not None:
+                    raise AssertionError((self.folder / "registry.log").read_text()) from None
                 time.sleep(0.05)  # waiting for the port to open, bounded
+        self.stop()
         raise AssertionError(f"the registry did not answer within {_STARTUP_S} s")
 
     def push(self, files: Mapping[str, str]) -> str:
