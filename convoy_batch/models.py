@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from convoy_batch.kinds import group_of
 from convoy_batch.names import KIND, VERSION, is_label, is_path_segment, is_subdomain
@@ -61,6 +62,15 @@ def _scalar_to_str(value: Any) -> Any:
     if isinstance(value, int | float):
         return str(value)
     return value
+
+
+def field_error(model: str, field: str, message: str) -> ValidationError:
+    """A validation error of a model validator, placed at ``field`` (so the message
+    names the field's whole path, as a field's own validator would)."""
+    kind = PydanticCustomError("value_error", message)
+    return ValidationError.from_exception_data(
+        model, [InitErrorDetails(type=kind, loc=(field,), input=None)]
+    )
 
 
 Name = Annotated[str, AfterValidator(_dns1123_label)]
@@ -105,8 +115,15 @@ class KustomizeRender(Model):
     type: Literal["Kustomize"]
 
 
+_CHART_REPOSITORY = re.compile(r"^(https?|oci)://[^\s/]+")
+_CHART_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_CHART_VERSION = re.compile(r"^[^-\s][^\n]*$")
+
+
 class HelmRender(Model):
-    """``helm template`` of the chart at ``source.path``."""
+    """``helm template`` of the chart at ``source.path``, or of the chart ``chart`` at
+    ``version`` (exact, or a range such as ``~1.2``) of the chart ``repository``
+    (``https://``, or ``oci://`` for a registry)."""
 
     type: Literal["Helm"]
     release_name: Name | None = None
@@ -114,6 +131,56 @@ class HelmRender(Model):
     values: dict[str, Any] = Field(default_factory=dict)
     values_files: tuple[str, ...] = ()
     """Repository paths relative to ``source.path``, applied in order before ``values``."""
+    repository: str | None = None
+    chart: str | None = None
+    version: str | None = None
+    credentials: str | None = None
+    """A name in the operator's credentials file (never the repository's)."""
+    plain_http: bool = Field(default=False, alias="plainHTTP")
+    """An ``oci://`` registry spoken to over HTTP without TLS (helm's ``--plain-http``)."""
+
+    @model_validator(mode="after")
+    def _chart_fields(self) -> "HelmRender":
+        problem = self._chart_problem()
+        if problem is not None:
+            raise field_error("HelmRender", *problem)
+        return self
+
+    def _chart_problem(self) -> tuple[str, str] | None:
+        """(field, what is wrong) of the first problem of a chart from a repository."""
+        named = {"chart": self.chart, "version": self.version}
+        if self.repository is None:
+            extra = {**named, "credentials": self.credentials, "plainHTTP": self.plain_http}
+            for field, value in extra.items():
+                if value:
+                    return field, "only with repository (a chart from a repository)"
+            return None
+        if not _CHART_REPOSITORY.match(self.repository):
+            return "repository", "an https://, http:// or oci:// URL"
+        for field, value in named.items():
+            if value is None:
+                return field, "required with repository"
+        if not _CHART_NAME.match(self.chart or ""):
+            return "chart", f"{self.chart!r} is not a chart name"
+        if not _CHART_VERSION.match(self.version or ""):
+            return "version", f"{self.version!r} is not a version or a range"
+        return None
+
+    @model_serializer(mode="wrap")
+    def _local_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A chart at ``source.path`` dumps as it did before repositories existed (the
+        render keys of existing Releases stay what they were)."""
+        data: dict[str, Any] = handler(self)
+        for name in ("repository", "chart", "version", "credentials"):
+            if data.get(name) is None:
+                data.pop(name, None)
+        if not data.get("plainHTTP"):
+            data.pop("plainHTTP", None)
+        return data
+
+    @property
+    def from_repository(self) -> bool:
+        return self.repository is not None
 
 
 class JsonnetRender(Model):
@@ -149,11 +216,26 @@ class Decryption(Model):
 
 
 class Source(Model):
-    path: str
+    path: str | None = None
+    """Required but for a Helm chart from a repository (its values files are read there)."""
     url: str | None = None
     ref: str | None = None
     render: RenderSpec = Field(default_factory=PlainRender)
     decryption: Decryption | None = None
+
+    @model_validator(mode="after")
+    def _path_given(self) -> "Source":
+        if self.path is None and not self.chart_only:
+            message = "required field missing (only a Helm chart from a repository may omit it)"
+            raise field_error("Source", "path", message)
+        if self.path is None and isinstance(self.render, HelmRender) and self.render.values_files:
+            raise field_error("Source", "path", "required with render.valuesFiles (read there)")
+        return self
+
+    @property
+    def chart_only(self) -> bool:
+        """A Helm chart from a repository with no ``path``: nothing is read from git."""
+        return isinstance(self.render, HelmRender) and self.render.from_repository and not self.path
 
     @model_serializer(mode="wrap")
     def _plain_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -164,6 +246,8 @@ class Source(Model):
             data.pop("render", None)
         if self.decryption is None:
             data.pop("decryption", None)
+        if data.get("path") is None:
+            data.pop("path", None)
         return data
 
 

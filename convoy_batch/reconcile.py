@@ -49,6 +49,7 @@ from convoy_batch.models import (
     TickRecord,
 )
 from convoy_batch.reasons import Reason
+from convoy_batch.renderers import watched_revision
 from convoy_batch.renderers.pipeline import Render, load_render
 from convoy_batch.renderers.sops import unseal
 from convoy_batch.repo.gitops import ReleaseEntry
@@ -241,7 +242,7 @@ def source_revision(tick: Tick, entry: ReleaseEntry) -> str | None:
     if entry.release is None:
         return None
     try:
-        return tick.sources.listing(entry.release).revision
+        return watched_revision(entry.release, tick.sources, tick.charts)
     except ConvoyError:
         return None
 

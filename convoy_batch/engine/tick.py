@@ -73,6 +73,7 @@ from convoy_batch.engine.ownership import Ownership
 from convoy_batch.engine.stages.act import BeforeChange, Writes, no_record
 from convoy_batch.health.cel import Programs
 from convoy_batch.models import Cluster, ObjectKey, ReleaseInventory, ReleaseStatus
+from convoy_batch.renderers.charts import ChartResolver
 from convoy_batch.renderers.pipeline import Rendered
 from convoy_batch.repo.gitops import GitOpsRepo, GitOpsSnapshot
 from convoy_batch.repo.source import SourceResolver
@@ -187,6 +188,8 @@ class Tick:
     status_store: StatusStore
     sources: SourceResolver
     inventories: Inventories
+    charts: ChartResolver
+    """Helm charts from repositories, resolved once a tick against ``now``."""
     forced: Set[str] = frozenset()
     decided: dict[str, ReleaseStatus] = field(default_factory=dict)
     """Release -> the status this tick committed for it (:func:`engine.handler.commit_status`)."""
@@ -238,6 +241,7 @@ class Tick:
             status_store=status_store,
             sources=SourceResolver(repo, state_dir, commit if revision else None),
             inventories=Inventories(stores.inventories, stores.health),
+            charts=ChartResolver(state_dir, now),
             forced=forced,
             caches=caches,
             deployer_factory=deployer_factory,

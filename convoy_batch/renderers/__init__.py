@@ -6,6 +6,8 @@ A renderer other than Plain runs in a fresh export of the source's commit (files
 written from git objects into a temporary folder, never the working tree); what it
 depends on, :func:`render_inputs`, is found without starting any process, so a Release
 whose inputs did not change reloads its stored render and a quiet tick runs nothing.
+A Helm chart from a repository is resolved by :mod:`convoy_batch.renderers.charts`,
+whose index answers without a request while the chart is pinned (or its range fresh).
 """
 
 import tempfile
@@ -23,6 +25,7 @@ from convoy_batch.models import (
     RenderSpec,
 )
 from convoy_batch.renderers import command, helm, jsonnet, kustomize, sops
+from convoy_batch.renderers.charts import ChartResolver
 from convoy_batch.renderers.job import Job
 from convoy_batch.renderers.pipeline import Render, render, render_files, variables_for
 from convoy_batch.repo.source import SourceResolver, normalize_source_path
@@ -33,20 +36,48 @@ def render_inputs(
     sources: SourceResolver,
     state_dir: Path,
     capabilities: Capabilities | None = None,
+    charts: ChartResolver | None = None,
 ) -> list[str]:
     """What a render depends on beyond the Release and its Cluster: for Plain, the
     listing's fingerprint (as before renderers); for the others, every file a renderer
-    may read and the tool that renders (its path, size and time: no process runs), and
-    the server's ``capabilities`` a Helm render is given (so a server upgrade re-renders);
-    with ``source.decryption``, the operator's key files (size and time)."""
+    may read and the tool that renders (its path, size and time: no process runs), the
+    server's ``capabilities`` a Helm render is given (so a server upgrade re-renders), a
+    chart from a repository's version and digest (from the chart index), and with
+    ``source.decryption`` the operator's key files (size and time)."""
     spec = release.spec.source.render
     keys = [sops.key_input(release, state_dir)] if release.spec.source.decryption else []
     if isinstance(spec, PlainRender):
         return [sources.listing(release).fingerprint, *keys]
-    inputs = [sources.tree_fingerprint(release), _tool_key(spec, state_dir), *keys]
+    inputs = [] if release.spec.source.chart_only else [sources.tree_fingerprint(release)]
+    inputs += [_tool_key(spec, state_dir), *keys]
+    if isinstance(spec, HelmRender) and spec.from_repository:
+        inputs.append(_charts(charts, state_dir).resolve(release).revision)
     if capabilities is not None:
         inputs += [capabilities.kube_version, " ".join(capabilities.api_versions)]
     return inputs
+
+
+def source_revision(release: Release, sources: SourceResolver, charts: ChartResolver) -> str:
+    """The revision a render of ``release`` is named by: the last commit that changed
+    ``source.path``, or for a chart from a repository its ``<version>@sha256:<digest>``."""
+    spec = release.spec.source.render
+    if isinstance(spec, HelmRender) and spec.from_repository:
+        return charts.resolve(release).revision
+    return sources.listing(release).revision
+
+
+def watched_revision(release: Release, sources: SourceResolver, charts: ChartResolver) -> str:
+    """What a tick compares to the last one's to see the source changed: the revision,
+    and for a chart from a repository read with values files, their commit too."""
+    revision = source_revision(release, sources, charts)
+    spec = release.spec.source
+    if isinstance(spec.render, HelmRender) and spec.render.from_repository and spec.path:
+        revision += f" {sources.listing(release).revision}"
+    return revision
+
+
+def _charts(charts: ChartResolver | None, state_dir: Path) -> ChartResolver:
+    return charts if charts is not None else ChartResolver(state_dir, None)
 
 
 def _tool_key(spec: RenderSpec, state_dir: Path) -> str:
@@ -66,6 +97,7 @@ def render_release(
     sources: SourceResolver,
     state_dir: Path,
     capabilities: Capabilities | None = None,
+    charts: ChartResolver | None = None,
 ) -> Render:
     """Render ``release`` with its renderer (RenderFailed or SourceFailed, one line);
     ``capabilities``: the Cluster's API server, for Helm on a Kubernetes Cluster. Its
@@ -85,16 +117,22 @@ def _render(
     spec = release.spec.source.render
     if isinstance(spec, PlainRender):
         return render(sources.fetch(release), release, cluster)
-    revision = sources.listing(release).revision
+    charts = _charts(charts, state_dir)
+    chart = None
+    if isinstance(spec, HelmRender) and spec.from_repository:
+        chart = charts.archive(release)
+    revision = source_revision(release, sources, charts)
     with tempfile.TemporaryDirectory(prefix="convoy-render-") as scratch:
         root, home = Path(scratch) / "tree", Path(scratch) / "home"
         home.mkdir()
         if isinstance(spec, CommandRender):  # an operator's program may write: its own
             root.mkdir()
             sources.export(release, root)
+        elif release.spec.source.chart_only:  # nothing is read from git
+            root.mkdir()
         else:  # kustomize, helm and jsonnet only read their source: the tick's export
             root = sources.shared_export(release)
-        path = normalize_source_path(release.spec.source.path)
+        path = normalize_source_path(release.spec.source.path or "")
         job = Job(
             release=release,
             cluster=cluster,
@@ -105,6 +143,7 @@ def _render(
             home=home,
             state_dir=state_dir,
             capabilities=capabilities,
+            chart=chart,
         )
         if isinstance(spec, KustomizeRender):
             files = kustomize.render(job)

@@ -1,4 +1,5 @@
-"""Helm: ``helm template`` of the chart at ``source.path`` (helm on PATH), with the
+"""Helm: ``helm template`` of the chart at ``source.path``, or of a chart archive fetched
+from a repository (:mod:`convoy_batch.renderers.charts`), helm on PATH, with the
 ``valuesFiles`` (inside the source, relative to ``source.path``) then the inline
 ``values``, the release name (default the Release's) and namespace, and the chart's
 CRDs; on a Kubernetes Cluster, the server's version and API versions (as Argo CD passes
@@ -41,7 +42,8 @@ def render(spec: HelmRender, job: Job) -> list[SourceFile]:
     if tool is None:
         raise RenderFailed(_MISSING)
     release = job.release
-    argv = [tool.path, "template", spec.release_name or release.name, job.path or "."]
+    chart = str(job.chart) if job.chart is not None else job.path or "."
+    argv = [tool.path, "template", spec.release_name or release.name, chart]
     argv += ["--namespace", release.spec.namespace, "--include-crds"]
     argv += capability_args(job.capabilities)
     for name in spec.values_files:
@@ -55,6 +57,7 @@ def render(spec: HelmRender, job: Job) -> list[SourceFile]:
         argv += ["--values", str(inline)]
     env = {"HELM_CACHE_HOME": str(job.home / "cache"), "HELM_CONFIG_HOME": str(job.home)}
     env["HELM_DATA_HOME"] = str(job.home / "data")
-    label = f"Helm (helm template {job.path or '.'})"
+    shown = f"{spec.chart} {spec.version}" if job.chart is not None else job.path or "."
+    label = f"Helm (helm template {shown})"
     text = process.run(label, argv, job.root, process.minimal_env(job.home, env))
-    return [SourceFile(f"{job.path or '.'} (helm template)", text)]
+    return [SourceFile(f"{shown} (helm template)", text)]

@@ -25,6 +25,8 @@ class Job:
     state_dir: Path
     capabilities: Capabilities | None = None
     """The Cluster's API server, for Helm on a Kubernetes Cluster (None otherwise)."""
+    chart: Path | None = None
+    """A Helm chart from a repository: its verified archive (None otherwise)."""
 
     @property
     def source_dir(self) -> Path:

@@ -130,6 +130,8 @@ class SourceResolver:
 
     def _listing(self, release: Release) -> tuple[ListingKey, tuple[SourceListing, "_Files"]]:
         source = release.spec.source
+        if source.path is None:  # a chart from a repository alone: nothing in git
+            raise SourceFailed("source.path: not set, no file of the source is read")
         asked = (source.url, release.spec.pin or source.ref, source.path)
         key = self._resolved.get(asked)
         if key is None:

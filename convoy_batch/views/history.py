@@ -95,6 +95,14 @@ def _retired(summary: str | bytes, fallback: str) -> tuple[str, str, str]:
     return state, state, detail
 
 
+def short_revision(revision: str | None) -> str:
+    """A commit's first 12 digits; a chart's version with its digest's first 12."""
+    if revision is None:
+        return "-"
+    version, at, digest = revision.partition("@sha256:")
+    return f"{version}@sha256:{digest[:12]}" if at else revision[:12]
+
+
 def lines(changes: list[Change]) -> list[str]:
     """A table a person reads: one line per status commit."""
     rows = [("TIME", "STATE", "REASON", "RENDER", "REVISION", "COMMIT")]
@@ -105,7 +113,7 @@ def lines(changes: list[Change]) -> list[str]:
                 f"{c.before} -> {c.after}",
                 c.reason,
                 short_ref(c.render),
-                (c.revision or "-")[:12],
+                short_revision(c.revision),
                 c.commit[:12],
             )
         )

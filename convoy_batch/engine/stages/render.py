@@ -12,7 +12,7 @@ from convoy_batch.deployers.base import Capabilities, Describes
 from convoy_batch.engine.tick import Tick
 from convoy_batch.errors import ClusterNotFound, RenderFailed
 from convoy_batch.models import Cluster, CommandRender, HelmRender, Release, key_of
-from convoy_batch.renderers import render_inputs, render_release
+from convoy_batch.renderers import render_inputs, render_release, source_revision
 from convoy_batch.renderers.pipeline import Render, Rendered, load_render
 
 
@@ -64,26 +64,30 @@ def stage_render(tick: Tick, release: Release) -> Rendered:
     if done is not None:
         return done
     cluster = resolve_cluster(tick, release)
-    listing = tick.sources.listing(release)
+    revision = source_revision(release, tick.sources, tick.charts)
     server = capabilities(tick, release, cluster)
-    inputs = render_inputs(release, tick.sources, tick.stores.state_dir, server)
+    inputs = render_inputs(release, tick.sources, tick.stores.state_dir, server, tick.charts)
     key = render_key(inputs, release, cluster)
     memo = tick.stores.ticks.load(release.name)
     blob = None
     if memo.render_key == key and memo.render_ref is not None:
         blob = tick.stores.renders.get(memo.render_ref)
     if blob is not None:
-        made = load_render(blob, release.name, listing.revision)
+        made = load_render(blob, release.name, revision)
     else:
-        made = render_release(release, cluster, tick.sources, tick.stores.state_dir, server)
+        made = _render(tick, release, cluster, server)
         if _may_vary(release) and made.ref != memo.render_ref:
-            again = render_release(release, cluster, tick.sources, tick.stores.state_dir, server)
-            _check_stable(release, made, again)
+            _check_stable(release, made, _render(tick, release, cluster, server))
     tick.owners().note_render(release.name, (o.key for o in made.objects))
     rendered = Rendered(cluster=cluster, render=made, key=key)
     with tick.lock:
         tick.rendered[release.name] = rendered
     return rendered
+
+
+def _render(tick: Tick, release: Release, cluster: Cluster, server: Capabilities | None) -> Render:
+    state_dir = tick.stores.state_dir
+    return render_release(release, cluster, tick.sources, state_dir, server, tick.charts)
 
 
 MAX_NAMED = 3
@@ -112,8 +116,10 @@ def _check_stable(release: Release, first: Render, second: Render) -> None:
     if len(differing) > MAX_NAMED:
         named += f" and {len(differing) - MAX_NAMED} more"
     spec = release.spec.source
+    chart = spec.render.chart if isinstance(spec.render, HelmRender) else None
+    of = f"chart {chart!r}" if chart else f"source.path {spec.path!r}"
     raise RenderFailed(
-        f"{spec.render.type} render of source.path {spec.path!r} differs from one run to the "
+        f"{spec.render.type} render of {of} differs from one run to the "
         f"next (random values: set them in the values): {named}"
     )
 

@@ -1,0 +1,329 @@
+"""Helm charts from repositories (``https://``) and registries (``oci://``): resolved to a
+version and the archive's digest, fetched with ``helm pull`` and kept in the state
+directory by content. Does I/O: runs helm, reads and writes ``<state>/charts/``.
+
+- ``<state>/charts/sha256-<hex>.tgz``: each archive, named by the SHA-256 of its bytes,
+  written atomically and verified against its name before each use.
+- ``<state>/charts/index.json``: (repository, chart, version as written) -> the version
+  it resolved to, the digest, and when (the tick's ``now``). An exact version once
+  fetched is never asked for again; a range is asked again once the Release's
+  ``interval`` has passed since it was resolved. A failed request is kept there too, and
+  the repository is asked again only once the interval has passed.
+
+Credentials come from the operator's ``credentials.yaml`` in the state directory (or the
+file ``$CONVOY_CREDENTIALS`` names), by the name the render gives; they reach helm on
+its stdin or in a config file of a throwaway home, never on a command line, and are
+scrubbed from any message.
+"""
+
+import base64
+import hashlib
+import json
+import re
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import Field
+
+from convoy_batch.errors import RenderFailed, SourceFailed, one_line
+from convoy_batch.manifests import yamlload
+from convoy_batch.models import HelmRender, Model, Release
+from convoy_batch.renderers import process
+from convoy_batch.repo.source import redact
+from convoy_batch.state.files import atomic_write
+from convoy_batch.state.operator_files import operator_path, read_operator_file
+from convoy_batch.timefmt import format_time, parse_time
+
+CREDENTIALS_ENV = "CONVOY_CREDENTIALS"
+CREDENTIALS_FILE = "credentials.yaml"
+_EXACT = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
+_REPO_NAME = "convoy"
+_TIMEOUT_S = 120.0
+
+
+class BasicAuth(Model):
+    username_file: str
+    password_file: str
+    """Paths relative to the credentials file."""
+
+
+class Credential(Model):
+    basic_auth: BasicAuth
+
+
+class CredentialsFile(Model):
+    credentials: dict[str, Credential] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Login:
+    username: str
+    password: str = field(repr=False)  # never in a traceback's or a log's repr
+
+    def scrub(self, text: str) -> str:
+        return text.replace(self.password, "***") if self.password else text
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A chart resolved to one archive."""
+
+    version: str
+    digest: str
+    """Hex SHA-256 of the archive."""
+
+    @property
+    def revision(self) -> str:
+        """The Release's source revision: ``0.2.0@sha256:<hex>``."""
+        return f"{self.version}@sha256:{self.digest}"
+
+
+def is_exact(version: str) -> bool:
+    """A version rather than a range (``1.2.3``, ``v1.2.3-rc.1``)."""
+    return bool(_EXACT.match(version))
+
+
+def credentials_path(state_dir: Path) -> Path:
+    return operator_path(state_dir, CREDENTIALS_ENV, CREDENTIALS_FILE)
+
+
+class ChartResolver:
+    """One per tick: resolves each (repository, chart, version) once, and fetches only
+    what the index does not hold (or holds a range of, resolved an interval ago)."""
+
+    def __init__(self, state_dir: Path, now: datetime | None) -> None:
+        self._state_dir = state_dir
+        self._folder = state_dir / "charts"
+        self._now = now
+        self._lock = threading.RLock()
+        self._resolved: dict[str, Chart] = {}
+        self._failed: dict[str, str] = {}
+
+    def resolve(self, release: Release) -> Chart:
+        """The chart ``release`` renders (SourceFailed, one line, when it cannot be had)."""
+        spec = _spec(release)
+        key = _key(spec)
+        with self._lock:
+            if key in self._failed:
+                raise SourceFailed(self._failed[key])
+            if key not in self._resolved:
+                try:
+                    self._resolved[key] = self._resolve(spec, key, release)
+                except SourceFailed as exc:
+                    self._failed[key] = str(exc)  # asked once a tick
+                    raise
+            return self._resolved[key]
+
+    def archive(self, release: Release) -> Path:
+        """The verified archive of the chart ``release`` renders; fetched again when the
+        stored one is missing or no longer matches its digest."""
+        chart = self.resolve(release)
+        with self._lock:
+            path = self._path(chart.digest)
+            if _digest_of(path) == chart.digest:
+                return path
+            spec = _spec(release)
+            fetched, data = self._pull(spec, chart.version)
+            if fetched.digest != chart.digest:
+                raise SourceFailed(
+                    f"{_where(spec)}: version {chart.version} is now sha256:{fetched.digest}, "
+                    f"not sha256:{chart.digest}"
+                )
+            self._store(data, fetched.digest)
+            return path
+
+    def _resolve(self, spec: HelmRender, key: str, release: Release) -> Chart:
+        assert spec.version is not None
+        entry = self._index().get(key, {})
+        if "error" in entry and self._within(entry.get("triedAt", ""), release):
+            raise SourceFailed(entry["error"])  # asked again once the interval is over
+        known = "digest" in entry and "error" not in entry
+        if known and (is_exact(spec.version) or self._within(entry["resolvedAt"], release)):
+            return Chart(entry["version"], entry["digest"])
+        try:
+            chart, data = self._pull(spec, spec.version)
+        except SourceFailed as exc:
+            self._record(spec, {**entry, "error": str(exc), "triedAt": self._stamp()})
+            raise
+        self._store(data, chart.digest)
+        found = {"version": chart.version, "digest": chart.digest, "resolvedAt": self._stamp()}
+        self._record(spec, found, chart.version)
+        return chart
+
+    def _within(self, stamp: str, release: Release) -> bool:
+        """``stamp`` (a tick's ``now``) is less than the Release's interval ago; always
+        without a ``now`` (a render outside a tick)."""
+        if self._now is None:
+            return True
+        try:
+            return self._now - parse_time(stamp) < release.spec.interval
+        except ValueError:
+            return False
+
+    def _stamp(self) -> str:
+        return format_time(self._now) if self._now is not None else ""
+
+    def _pull(self, spec: HelmRender, version: str) -> tuple[Chart, bytes]:
+        """``helm pull`` of ``spec``'s chart at ``version`` (a range resolves to its
+        newest match): the chart and the archive's bytes."""
+        login = _login(spec, self._state_dir)
+        with tempfile.TemporaryDirectory(prefix="convoy-chart-") as scratch:
+            home = Path(scratch)
+            env = process.minimal_env(home, _helm_homes(home))
+            out = home / "out"
+            out.mkdir()
+            tool = _helm()
+            argv = [tool, "pull", *_reference(spec, home, env, login, tool)]
+            argv += ["--version", version, "--destination", str(out)]
+            if spec.plain_http:
+                argv.append("--plain-http")
+            _run(spec, login, "helm pull", argv, home, env)
+            archives = sorted(out.glob("*.tgz"))
+            if len(archives) != 1:
+                raise SourceFailed(f"{_where(spec)}: helm pull wrote no chart archive")
+            data = archives[0].read_bytes()
+            shown = _run(spec, login, "helm show chart", [tool, "show", "chart", str(archives[0])],
+                         home, env)  # fmt: skip
+        return Chart(_version_of(shown, spec), hashlib.sha256(data).hexdigest()), data
+
+    def _store(self, data: bytes, digest: str) -> None:
+        path = self._path(digest)
+        if _digest_of(path) != digest:
+            atomic_write(path, data, root=self._state_dir)
+
+    def _path(self, digest: str) -> Path:
+        return self._folder / f"sha256-{digest}.tgz"
+
+    def _index(self) -> dict[str, dict[str, str]]:
+        try:
+            loaded = json.loads((self._folder / "index.json").read_text())
+        except (OSError, ValueError):
+            return {}  # a lost index costs a fetch, nothing else
+        return loaded if isinstance(loaded, dict) else {}
+
+    def _record(self, spec: HelmRender, entry: dict[str, str], version: str = "") -> None:
+        """Write ``entry`` for ``spec``'s version as written (and for ``version``, the
+        exact one a range picked). Processes that race lose an entry: a fetch more."""
+        index = self._index()
+        index[_key(spec)] = entry
+        if version:
+            index[_key(spec, version)] = entry
+        text = json.dumps(index, indent=1, sort_keys=True).encode()
+        atomic_write(self._folder / "index.json", text, root=self._state_dir)
+
+
+def _spec(release: Release) -> HelmRender:
+    spec = release.spec.source.render
+    assert isinstance(spec, HelmRender) and spec.from_repository
+    return spec
+
+
+def _key(spec: HelmRender, version: str | None = None) -> str:
+    return json.dumps([spec.repository, spec.chart, version or spec.version])
+
+
+def _where(spec: HelmRender) -> str:
+    return f"chart {spec.chart!r} from {redact(spec.repository or '')}"
+
+
+def _digest_of(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _helm() -> str:
+    tool = process.find_tool("helm")
+    if tool is None:
+        raise SourceFailed("Helm: helm is not on PATH; install Helm on the reconciler's PATH")
+    return tool.path
+
+
+def _helm_homes(home: Path) -> dict[str, str]:
+    return {
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+
+
+def _reference(
+    spec: HelmRender, home: Path, env: dict[str, str], login: Login | None, tool: str
+) -> list[str]:
+    """What ``helm pull`` is given to find the chart. An OCI registry's login is written
+    in the throwaway home's registry config; an HTTP repository is added under a name of
+    the throwaway home, its password on helm's stdin."""
+    assert spec.repository is not None and spec.chart is not None
+    if spec.repository.startswith("oci://"):
+        if login is not None:
+            _write_registry_login(spec.repository, home, login)
+        return [f"{spec.repository.rstrip('/')}/{spec.chart}"]
+    argv = [tool, "repo", "add", _REPO_NAME, spec.repository]
+    stdin = b""
+    if login is not None:
+        argv += ["--username", login.username, "--password-stdin"]
+        stdin = login.password.encode()
+    _run(spec, login, "helm repo add", argv, home, env, stdin)
+    return [f"{_REPO_NAME}/{spec.chart}"]
+
+
+def _write_registry_login(repository: str, home: Path, login: Login) -> None:
+    host = repository.removeprefix("oci://").split("/", 1)[0]
+    token = base64.b64encode(f"{login.username}:{login.password}".encode()).decode()
+    config = home / "config" / "registry" / "config.json"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(config, json.dumps({"auths": {host: {"auth": token}}}).encode(), durable=False)
+
+
+def _run(
+    spec: HelmRender,
+    login: Login | None,
+    label: str,
+    argv: list[str],
+    home: Path,
+    env: dict[str, str],
+    stdin: bytes = b"",
+) -> str:
+    try:
+        return process.run(label, argv, home, env, timeout=_TIMEOUT_S, stdin=stdin)
+    except RenderFailed as exc:
+        message = login.scrub(str(exc)) if login is not None else str(exc)
+        raise SourceFailed(f"{_where(spec)}: {message}") from None
+
+
+def _version_of(chart_yaml: str, spec: HelmRender) -> str:
+    docs = yamlload.documents(chart_yaml, "Chart.yaml")
+    data = docs[0].value if docs else None
+    version = data.get("version") if isinstance(data, dict) else None
+    if not isinstance(version, str) or not version:
+        raise SourceFailed(f"{_where(spec)}: the pulled chart has no version")
+    return version
+
+
+def _login(spec: HelmRender, state_dir: Path) -> Login | None:
+    """The username and password the render's ``credentials`` names (SourceFailed, one
+    line naming the file, when it is not there or cannot be read)."""
+    if spec.credentials is None:
+        return None
+    path = credentials_path(state_dir)
+    try:
+        loaded = read_operator_file(path, CredentialsFile)
+    except ValueError as exc:
+        raise SourceFailed(f"credentials: {exc}") from None
+    entry = loaded.credentials.get(spec.credentials) if loaded is not None else None
+    if entry is None:
+        raise SourceFailed(f"render.credentials {spec.credentials!r}: not defined in {path}")
+    auth = entry.basic_auth
+    return Login(_secret(path, auth.username_file), _secret(path, auth.password_file))
+
+
+def _secret(credentials: Path, name: str) -> str:
+    path = credentials.parent / name
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SourceFailed(one_line(f"credentials: {path} cannot be read: {exc}")) from None
