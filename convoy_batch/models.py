@@ -449,6 +449,94 @@ class Dependency(Model):
 DependsOn = tuple[Annotated[Dependency, BeforeValidator(_dependency)], ...]
 
 
+# --- Verification by metrics (README "Verification") ----------------------------------
+
+
+def _cel_problem(text: str) -> str | None:
+    """Why the CEL expression ``text`` does not compile (its first line), or None. The
+    library is imported here only, on a Release with analyses (its import costs ~0.1 s)."""
+    import cel
+
+    try:
+        cel.compile(text)
+    except Exception as exc:  # the library reports what it refuses in several types
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return " ".join(first.split())[:200]
+    return None
+
+
+class WebMetric(Model):
+    """A measurement by an HTTP request whose answer is JSON; ``jsonPath`` (RFC 9535,
+    ``$.data.ok``; Argo Rollouts' ``{$.data.ok}`` too) picks the result, else the whole
+    answer is the result."""
+
+    url: str
+    method: Literal["GET", "POST", "PUT"] = "GET"
+    headers: dict[str, str] = Field(default_factory=dict)
+    body: str | None = None
+    json_path: str | None = None
+    timeout: Duration = timedelta(seconds=10)
+
+    @model_validator(mode="after")
+    def _body_needs_a_method(self) -> "WebMetric":
+        if self.body is not None and self.method == "GET":
+            raise ValueError("body: a GET request has no body (method: POST or PUT)")
+        return self
+
+
+class MetricProvider(Model):
+    """Where a measurement comes from: exactly one provider."""
+
+    web: WebMetric | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> "MetricProvider":
+        if self.web is None:
+            raise ValueError("a provider is needed: web")
+        return self
+
+
+class Analysis(Model):
+    """One analysis of a render once every object is Current (Argo Rollouts' metric):
+    a measurement every ``interval`` after ``initialDelay``, each judged by the CEL
+    conditions over ``result``; ``count`` measurements conclude it."""
+
+    name: Name
+    provider: MetricProvider
+    success_condition: str | None = None
+    failure_condition: str | None = None
+    interval: Duration = timedelta(minutes=1)
+    count: int = Field(default=5, ge=1)
+    failure_limit: int = Field(default=0, ge=0)
+    inconclusive_limit: int = Field(default=0, ge=0)
+    initial_delay: Duration = timedelta(0)
+
+    @model_validator(mode="after")
+    def _conditions(self) -> "Analysis":
+        if self.success_condition is None and self.failure_condition is None:
+            raise ValueError("successCondition or failureCondition is needed")
+        for field, text in (
+            ("successCondition", self.success_condition),
+            ("failureCondition", self.failure_condition),
+        ):
+            if text is not None and (error := _cel_problem(text)) is not None:
+                raise ValueError(f"{field}: {error}")
+        return self
+
+
+class Verification(Model):
+    analyses: tuple[Analysis, ...]
+
+    @model_validator(mode="after")
+    def _unique(self) -> "Verification":
+        if not self.analyses:
+            raise ValueError("analyses: at least one analysis")
+        names = [a.name for a in self.analyses]
+        if len(set(names)) != len(names):
+            raise ValueError("analyses: two analyses have one name")
+        return self
+
+
 class ReleaseSpec(Model):
     cluster: Name
     namespace: Name = "default"
@@ -470,10 +558,13 @@ class ReleaseSpec(Model):
     """Releases of the repository (any Cluster) ready before a new render is applied."""
     drift: Drift | None = None
     """What convoy-batch does when the cluster changed what the render set."""
+    verification: Verification | None = None
+    """Analyses by metrics before a render's rollout is Succeeded."""
 
     @model_serializer(mode="wrap")
     def _checks_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = _unsaid_when_empty(handler(self), "healthChecks")
+        data = _unsaid_when_empty(data, "verification")
         data = _unsaid_when_empty(data, "syncWindows")
         data = _unsaid_when_empty(data, "drift")
         data = _unsaid_when_empty(data, "dependsOn")
@@ -785,6 +876,41 @@ class DriftCorrection(Model):
 
 
 DRIFT_FIELDS = frozenset({"drift", "lastDriftCorrection"})
+
+
+class AnalysisPhase(StrEnum):
+    """Where an analysis (and a verification, all of its analyses) stands."""
+
+    RUNNING = "Running"
+    SUCCESSFUL = "Successful"
+    FAILED = "Failed"
+    INCONCLUSIVE = "Inconclusive"
+
+
+class AnalysisStatus(Model):
+    name: str
+    phase: AnalysisPhase
+    successful: int = 0
+    failed: int = 0
+    inconclusive: int = 0
+    errors: int = 0
+    errors_in_a_row: int = 0
+    last_value: str | None = None
+    message: str = ""
+
+
+class VerificationStatus(Model):
+    """The verification of ``renderRef``: its phase and each analysis's counts, as they
+    were when the phase last changed (the state directory keeps every measurement)."""
+
+    render_ref: str
+    phase: AnalysisPhase
+    analyses: tuple[AnalysisStatus, ...] = ()
+    message: str = ""
+
+
+WHEN_SET_FIELDS = DRIFT_FIELDS | {"verification"}
+"""Status keys written only when set (the others: every key, null when unset)."""
 """Status keys written only when set (README, "Drift rules"), after SPEC 10's."""
 
 
@@ -799,12 +925,13 @@ class ReleaseStatus(Model):
     last_handled_force_sync_at: Time | None = None
     drift: DriftReport | None = None
     last_drift_correction: DriftCorrection | None = None
+    verification: VerificationStatus | None = None
 
     def dump_status(self) -> dict[str, Any]:
         """The stored form: every key of SPEC 10, in its order, ``null`` when unset; the
-        drift keys only when set."""
+        drift and verification keys only when set."""
         data = self.model_dump(mode="json", by_alias=True)
-        return {k: v for k, v in data.items() if v is not None or k not in DRIFT_FIELDS}
+        return {k: v for k, v in data.items() if v is not None or k not in WHEN_SET_FIELDS}
 
 
 # --- Inventory and health (SPEC 4, 11) -------------------------------------------------

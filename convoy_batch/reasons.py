@@ -26,6 +26,9 @@ class Reason(StrEnum):
     WAITING_FOR_MAX_IN_FLIGHT = "WaitingForMaxInFlight"
     """A ReleaseSet member's new render waits: ``maxInFlight`` members of its Cluster
     wave are rolling out (README, "ReleaseSets")."""
+    WAITING_FOR_VERIFICATION = "WaitingForVerification"
+    """Every object is Current, the analyses have not concluded (or are inconclusive,
+    held until a forced sync promotes the render; README, "Verification")."""
     DELETION_BLOCKED = "DeletionBlocked"
     """A removed Release held by the mass-deletion guard (README, "Deleting a Release")."""
     DELETED = "Deleted"
@@ -59,6 +62,8 @@ class Reason(StrEnum):
     HEALTHY = "Healthy"
     UNHEALTHY = "Unhealthy"
     PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
+    VERIFICATION_FAILED = "VerificationFailed"
+    """An analysis failed beyond its ``failureLimit`` (README, "Verification")."""
 
 
 ERROR_REASONS: frozenset[Reason] = frozenset(
@@ -82,7 +87,13 @@ ERROR_REASONS: frozenset[Reason] = frozenset(
 test ties the two together)."""
 
 ROLLOUT_ONLY_REASONS: frozenset[Reason] = frozenset(
-    {Reason.NEW_RENDER, Reason.HEALTHY, Reason.UNHEALTHY, Reason.PROGRESS_DEADLINE_EXCEEDED}
+    {
+        Reason.NEW_RENDER,
+        Reason.HEALTHY,
+        Reason.UNHEALTHY,
+        Reason.PROGRESS_DEADLINE_EXCEEDED,
+        Reason.VERIFICATION_FAILED,
+    }
 )
 """Reasons of ``rollout`` and its condition that are never an outcome's."""
 

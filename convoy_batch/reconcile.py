@@ -30,6 +30,7 @@ from convoy_batch.engine.stages.last_healthy import apply_last_healthy, expected
 from convoy_batch.engine.stages.outcome import failed
 from convoy_batch.engine.stages.render import stage_render
 from convoy_batch.engine.stages.sync import decide_sync, persist, stage_sync
+from convoy_batch.engine.stages.verify import take_measurements, verified
 from convoy_batch.engine.tick import Tick
 from convoy_batch.errors import (
     ClusterNotFound,
@@ -59,10 +60,12 @@ from convoy_batch.rollout import (
     Plan,
     RenderId,
     RollBack,
+    Verdict,
     commit_message,
     pinned_plan,
     plan_rollout,
 )
+from convoy_batch.rollout.analysis import WAITING
 from convoy_batch.rollout.due import health_snapshot
 from convoy_batch.rollout.status import with_note
 from convoy_batch.rollout.step import Step
@@ -94,11 +97,17 @@ def pending_force_sync(tick: Tick, release: Release, status: ReleaseStatus) -> d
 
 
 def _plan(
-    tick: Tick, release: Release, status: ReleaseStatus, ref: str, inv: ReleaseInventory
+    tick: Tick,
+    release: Release,
+    status: ReleaseStatus,
+    ref: str,
+    inv: ReleaseInventory,
+    force_pending: bool,
 ) -> Plan:
     if release.spec.pin is not None:
         return pinned_plan()
-    return plan_rollout(release.spec, status, ref, inv.entries, tick.now)
+    checked = verified(tick, release, status, promote=force_pending)
+    return plan_rollout(release.spec, status, ref, inv.entries, tick.now, checked)
 
 
 @dataclass(frozen=True)
@@ -133,7 +142,7 @@ def decide(
         return Decision(failed(exc))
     render = rendered.render
     rid = RenderId(ref=render.ref, revision=render.revision)
-    plan = _plan(tick, release, status, render.ref, inventory)
+    plan = _plan(tick, release, status, render.ref, inventory, force_pending)
     try:
         deployer = tick.deployer(rendered.cluster)
         # Read once; a window that does not parse stops every apply (a rollback too).
@@ -227,13 +236,30 @@ def reconcile(
 ) -> tuple[Outcome, ReleaseInventory]:
     """At most one rollout transition for one Release (SPEC 4): ``decide``, then
     ``act``. ``before_change`` gets the decided step and its outcome right before the
-    cluster changes (the write-ahead record)."""
+    cluster changes (the write-ahead record). The measurements due are taken first
+    (verification by metrics): they are kept before anything is decided from them."""
+    take_measurements(tick, release, status, inventory)
     decision = decide(tick, release, status, inventory, force_pending)
     writes = tick.writes(release.name, before_change)
     outcome, after = act(tick, release, status, inventory, decision, writes)
-    if force_pending and outcome.reason == Reason.SYNCED and outcome.written == 0:
+    waiting = _waiting_for_verification(decision.plan)
+    if waiting and outcome.reason == Reason.SYNCED:
+        outcome = replace(outcome, reason=Reason.WAITING_FOR_VERIFICATION, message=waiting)
+    elif force_pending and outcome.reason == Reason.SYNCED and outcome.written == 0:
         outcome = replace(outcome, message=FORCED_IN_SYNC)  # not what an earlier sync did
     return outcome, after
+
+
+def _waiting_for_verification(plan: Plan | None) -> str:
+    """The plan's verdict when it waits for the verification (else "")."""
+    result = plan.verdict if plan is not None else None
+    if (
+        result is None
+        or result.verdict != Verdict.PENDING
+        or not result.message.startswith(WAITING)
+    ):
+        return ""
+    return result.message
 
 
 def source_revision(tick: Tick, entry: ReleaseEntry) -> str | None:

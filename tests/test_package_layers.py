@@ -25,6 +25,7 @@ LAYERS: list[set[str]] = [
     {"ticks"},
     {"reconcile"},
     {"engine"},
+    {"metrics"},
     {"notify"},
     {"renderers"},
     {"health"},

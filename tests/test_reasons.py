@@ -79,7 +79,7 @@ def test_the_reason_texts_are_unchanged() -> None:
         "ApplyFailed", "PruneFailed", "StateFailed", "NewRender", "Healthy", "Unhealthy",
         "ProgressDeadlineExceeded", "DeletionPending", "DeletionBlocked", "Deleted", "Orphaned",
         "WaitingForSyncWindow", "InvalidSyncWindow", "WaitingForDependency",
-        "WaitingForMaxInFlight",
+        "WaitingForMaxInFlight", "WaitingForVerification", "VerificationFailed",
         "Drifted", "DriftResolved", "DriftCorrected",
     }  # fmt: skip
 

@@ -10,10 +10,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from convoy_batch.engine.stages.verify import status_block, verified
 from convoy_batch.engine.tick import Tick
 from convoy_batch.models import Release, ReleaseInventory, ReleaseStatus
 from convoy_batch.reasons import Reason
 from convoy_batch.rollout import Outcome, Verdict, assemble_status, commit_message, render_verdict
+from convoy_batch.rollout.analysis import Verified
 from convoy_batch.rollout.status import NO_VALUE, drifted_line, short_ref, state_of, with_note
 from convoy_batch.timefmt import format_time
 
@@ -68,10 +70,11 @@ def attempt_healthy(
     outcome: Outcome,
     inv: ReleaseInventory,
     now: datetime,
+    checked: Verified | None = None,
 ) -> bool:
     if release is None or outcome.render is None:
         return False
-    result = render_verdict(release.spec, status, outcome.render.ref, inv.entries, now)
+    result = render_verdict(release.spec, status, outcome.render.ref, inv.entries, now, checked)
     return result.verdict == Verdict.HEALTHY
 
 
@@ -85,13 +88,20 @@ def next_status(
 ) -> ReleaseStatus:
     """The status that ``outcome`` gives (SPEC 10), from the Release's current one."""
     prior = tick.status(name)
-    return assemble_status(
+    checked = verified(tick, release, prior, force_at is not None) if release else None
+    status = assemble_status(
         prior,
         outcome,
         failure_policy_set=release is None or release.spec.failure_policy is not None,
-        attempt_healthy=attempt_healthy(release, prior, outcome, inventory, tick.now),
+        attempt_healthy=attempt_healthy(release, prior, outcome, inventory, tick.now, checked),
         force_sync_at=force_at,
         now=tick.now,
+    )
+    block = status_block(prior, status, checked)
+    return (
+        status
+        if block == status.verification
+        else status.model_copy(update={"verification": block})
     )
 
 

@@ -37,7 +37,7 @@ def send(http: urllib3.PoolManager, request: HttpRequest, timeout: float) -> Fai
             preload_content=True,
         )
     except urllib3.exceptions.HTTPError as exc:
-        return Failed(_why(exc))
+        return Failed(failure_words(exc))
     except ValueError:  # a URL urllib3 cannot use: its message would repeat it
         return Failed("not a usable URL")
     except Exception as exc:  # anything else: its message might name the URL too
@@ -47,10 +47,11 @@ def send(http: urllib3.PoolManager, request: HttpRequest, timeout: float) -> Fai
     return Failed(f"HTTP {response.status}", answered=True)
 
 
-def _why(exc: urllib3.exceptions.HTTPError) -> str:
+def failure_words(exc: urllib3.exceptions.HTTPError) -> str:
+    """Why a request failed, in words that hold no URL, host or token."""
     errors = urllib3.exceptions
     if isinstance(exc, errors.MaxRetryError) and isinstance(exc.reason, errors.HTTPError):
-        return _why(exc.reason)
+        return failure_words(exc.reason)
     if isinstance(exc, errors.NewConnectionError):  # before TimeoutError: a subclass of it
         reason = exc.__cause__ or exc.__context__
         detail = reason.strerror if isinstance(reason, OSError) and reason.strerror else ""

@@ -18,7 +18,14 @@ from convoy_batch.models import (
     RolloutState,
 )
 from convoy_batch.reasons import Reason
-from convoy_batch.rollout.verdict import Verdict, VerdictResult, deadline_start, verdict
+from convoy_batch.rollout.analysis import Verified, judge
+from convoy_batch.rollout.verdict import (
+    Verdict,
+    VerdictResult,
+    deadline_passed,
+    deadline_start,
+    verdict,
+)
 
 
 class Action(StrEnum):
@@ -34,6 +41,8 @@ class Plan:
     """The number of the SPEC 5 row that matched (0 for a pinned Release)."""
     condition: str = "pinned: no rollout"
     """The matched row's condition, in words."""
+    verdict: VerdictResult | None = None
+    """verdict(R) when the rows looked at it (prior Progressing for R)."""
 
 
 @dataclass(frozen=True)
@@ -137,7 +146,9 @@ ROWS: Sequence[Row] = (
         5,
         "prior Progressing, verdict(R) Healthy",
         _is_verdict(Verdict.HEALTHY),
-        lambda i: _transition(i, RolloutState.SUCCEEDED, Reason.HEALTHY),
+        lambda i: _transition(
+            i, RolloutState.SUCCEEDED, Reason.HEALTHY, i.verdict.message if i.verdict else ""
+        ),
         Action.APPLY_SOURCE,
     ),
     Row(
@@ -170,16 +181,17 @@ def render_verdict(
     render_ref: str,
     entries: Sequence[InventoryEntry],
     now: datetime,
+    verified: Verified | None = None,
 ) -> VerdictResult:
-    """verdict(R) with the Release's deadline (SPEC 6.1); no deadline without failurePolicy."""
+    """verdict(R) with the Release's deadline (SPEC 6.1; no deadline without
+    failurePolicy), then its verification (``verified``: what the state directory holds
+    of it; README "Verification")."""
     policy = spec.failure_policy
-    return verdict(
-        entries,
-        render_ref,
-        deadline_start(status, render_ref),
-        policy.progress_deadline if policy is not None else None,
-        now,
-    )
+    start = deadline_start(status, render_ref)
+    deadline = policy.progress_deadline if policy is not None else None
+    result = verdict(entries, render_ref, start, deadline, now)
+    passed = start is not None and deadline is not None and deadline_passed(start, deadline, now)
+    return judge(result, spec.verification, verified, passed)
 
 
 def plan_rollout(
@@ -188,6 +200,7 @@ def plan_rollout(
     render_ref: str,
     entries: Sequence[InventoryEntry],
     now: datetime,
+    verified: Verified | None = None,
 ) -> Plan:
     """The first matching row of SPEC 5 gives the next rollout and the action."""
     prior = status.rollout
@@ -196,11 +209,15 @@ def plan_rollout(
         and prior.state == RolloutState.PROGRESSING
         and prior.render_ref == render_ref
     )
-    result = render_verdict(spec, status, render_ref, entries, now) if progressing_for_r else None
+    result = (
+        render_verdict(spec, status, render_ref, entries, now, verified)
+        if progressing_for_r
+        else None
+    )
     i = PlanInput(spec=spec, status=status, render_ref=render_ref, now=now, verdict=result)
     for row in ROWS:
         if row.matches(i):
-            return Plan(row.next_rollout(i), row.action, row.number, row.condition)
+            return Plan(row.next_rollout(i), row.action, row.number, row.condition, result)
     raise AssertionError("the transition table is not exhaustive")  # pragma: no cover
 
 

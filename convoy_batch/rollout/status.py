@@ -228,6 +228,7 @@ def assemble_status(
         ),
         drift=drift,
         last_drift_correction=correction,
+        verification=prior.verification,
     )
 
 

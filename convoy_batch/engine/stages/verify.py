@@ -1,0 +1,108 @@
+"""Verification by metrics (README "Verification"): once every object of the render a
+Release rolls out is Current, one measurement per analysis when it is due, kept in the
+state directory before anything is decided from it; and what those measurements say,
+for the plan and the status. Does I/O (the providers, the state directory)."""
+
+import logging
+
+from convoy_batch.engine.tick import Tick
+from convoy_batch.errors import StateFailed
+from convoy_batch.metrics.judge import measure
+from convoy_batch.models import (
+    AnalysisPhase,
+    Release,
+    ReleaseInventory,
+    ReleaseStatus,
+    RolloutState,
+    VerificationStatus,
+)
+from convoy_batch.rollout.analysis import Verified, in_error, next_due, verify
+from convoy_batch.rollout.verdict import entries_healthy
+from convoy_batch.state.measurements import MeasurementStore, begun
+
+log = logging.getLogger("convoy_batch")
+
+
+def verifying(release: Release, status: ReleaseStatus) -> str | None:
+    """The render whose verification is under way: the one rolling out (None: nothing
+    to verify)."""
+    rollout = status.rollout
+    if release.spec.verification is None or release.spec.pin is not None or rollout is None:
+        return None
+    if rollout.state != RolloutState.PROGRESSING:
+        return None
+    return rollout.render_ref
+
+
+def take_measurements(
+    tick: Tick, release: Release, status: ReleaseStatus, inventory: ReleaseInventory
+) -> None:
+    """The measurements due now, each kept before the next is taken: once every object
+    of the render is Current, ``initialDelay`` after that, then every ``interval``, one
+    per analysis per tick at most. A measurement that cannot be kept is not taken again
+    this tick (a warning; the next tick measures)."""
+    ref = verifying(release, status)
+    spec = release.spec.verification
+    if ref is None or spec is None:
+        return
+    if not inventory.entries or not entries_healthy(inventory.entries, ref):
+        return
+    store = MeasurementStore(tick.stores.state_dir)
+    record = store.load(release.name)
+    try:
+        if record is None or record.render_ref != ref:
+            record = begun(release.name, ref, tick.now)
+            store.save(record)
+        for analysis in spec.analyses:
+            due = next_due(analysis, record.of(analysis.name), record.started_at)
+            if due is None or tick.now < due:
+                continue
+            record = record.adding(analysis.name, measure(analysis, tick.now))
+            store.save(record)
+    except StateFailed as exc:
+        log.warning("%s: measurement not kept: %s", release.name, exc)
+
+
+def verified(tick: Tick, release: Release, status: ReleaseStatus, promote: bool) -> Verified | None:
+    """What the kept measurements say of the render under way (None: no verification;
+    a :class:`Verified` without status: not begun)."""
+    ref = verifying(release, status)
+    spec = release.spec.verification
+    if ref is None or spec is None:
+        return None
+    record = MeasurementStore(tick.stores.state_dir).load(release.name)
+    if record is None or record.render_ref != ref:
+        return Verified(None, promote=promote)
+    measurements = record.all()
+    return Verified(verify(spec, ref, measurements), in_error(measurements), promote)
+
+
+def status_block(
+    prior: ReleaseStatus, new: ReleaseStatus, now_verified: Verified | None
+) -> VerificationStatus | None:
+    """``status.verification``: what the measurements say, written when its phase (or
+    render) changes, so the status is committed at each phase, not each measurement;
+    the block of a render no longer rolling out stays until the next one begins. A run
+    of measurement errors is a change too (it begins, it ends): the status says so."""
+    block = now_verified.status if now_verified is not None else None
+    before = prior.verification
+    if block is None:
+        return before
+    if (
+        before is not None
+        and before.render_ref == block.render_ref
+        and before.phase == block.phase
+        and _erring(before) == _erring(block)
+    ):
+        return before
+    if block.phase == AnalysisPhase.RUNNING and before is None and not _counted(block):
+        return None  # nothing measured yet: no block
+    return block
+
+
+def _counted(block: VerificationStatus) -> bool:
+    return any(a.successful + a.failed + a.inconclusive + a.errors for a in block.analyses)
+
+
+def _erring(block: VerificationStatus) -> bool:
+    return any(a.errors_in_a_row for a in block.analyses)

@@ -1,0 +1,100 @@
+"""``<state>/measurements/<release>.json``: the measurements of the render a Release
+verifies (README "Verification"). Does file I/O.
+
+A measurement is written (atomically, durably) before any decision is made from it, so
+a killed tick never measures twice for one interval, and a measurement is never lost
+once it counted. One record per Release, for one render: a new render starts a new one.
+"""
+
+import json
+import logging
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from convoy_batch.errors import StateFailed
+from convoy_batch.models import Model, Time, parse_model
+from convoy_batch.rollout.analysis import Judged, Measurement
+from convoy_batch.state.files import (
+    atomic_write,
+    check_release_name,
+    os_problem,
+    read_file,
+    real_root,
+)
+
+log = logging.getLogger("convoy_batch")
+
+ERRORS_KEPT = 20
+"""Errors kept per analysis (the oldest dropped first); judged measurements are all kept:
+an analysis concludes after ``count + failureLimit + inconclusiveLimit + 1`` at most."""
+
+
+class Kept(Model):
+    at: Time
+    judged: Judged
+    value: str | None = None
+    message: str = ""
+
+
+class Measurements(Model):
+    format: Literal[1] = 1
+    release: str
+    render_ref: str
+    started_at: Time
+    """When every object of the render was first seen Current: ``initialDelay`` runs
+    from here."""
+    analyses: dict[str, tuple[Kept, ...]] = Field(default_factory=dict)
+
+    def of(self, analysis: str) -> tuple[Measurement, ...]:
+        return tuple(
+            Measurement(k.at, k.judged, k.value, k.message) for k in self.analyses.get(analysis, ())
+        )
+
+    def all(self) -> dict[str, tuple[Measurement, ...]]:
+        return {name: self.of(name) for name in self.analyses}
+
+    def adding(self, analysis: str, m: Measurement) -> "Measurements":
+        kept = [
+            *self.analyses.get(analysis, ()),
+            Kept(at=m.at, judged=m.judged, value=m.value, message=m.message),
+        ]
+        while sum(1 for k in kept if k.judged == Judged.ERROR) > ERRORS_KEPT:
+            kept.remove(next(k for k in kept if k.judged == Judged.ERROR))
+        return self.model_copy(update={"analyses": {**self.analyses, analysis: tuple(kept)}})
+
+
+def begun(release: str, render_ref: str, now: datetime) -> Measurements:
+    return Measurements(release=release, render_ref=render_ref, started_at=now)
+
+
+class MeasurementStore:
+    def __init__(self, state_dir: Path) -> None:
+        self.root = Path(state_dir) / "measurements"
+        self._state = real_root(state_dir)
+
+    def path(self, release: str) -> Path:
+        return self.root / f"{check_release_name(release)}.json"
+
+    def save(self, record: Measurements) -> None:
+        data = json.dumps(record.dump(), separators=(",", ":"), ensure_ascii=False)
+        path = self.path(record.release)
+        try:
+            atomic_write(path, data.encode(), root=self._state)
+        except OSError as exc:
+            raise StateFailed(os_problem(path, exc)) from None
+
+    def load(self, release: str) -> Measurements | None:
+        """The record of ``release`` (None: none, or unreadable, which is reported: the
+        verification begins again)."""
+        path = self.path(release)
+        try:
+            raw = read_file(path, self._state)
+            if raw is None:
+                return None
+            return parse_model(Measurements, json.loads(raw), str(path))
+        except (OSError, ValueError, StateFailed) as exc:
+            log.warning("%s: unreadable measurements, verification begins again: %s", path, exc)
+            return None

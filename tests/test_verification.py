@@ -1,0 +1,264 @@
+"""Verification by metrics through the CLI on the directory cluster (README
+"Verification"): a render whose objects are all Current waits for its analyses, one
+measurement per interval from a local web endpoint the test controls; success after
+``count`` measurements, a failure beyond ``failureLimit`` rolls back, an inconclusive
+verification holds until a forced sync promotes it, and a metrics outage (500, a
+time-out, nothing listening) holds and never rolls back, then recovers."""
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from tests.scenario import FAILURE_POLICY, Scenario
+
+
+class Endpoint:
+    """A metrics endpoint on loopback: answers ``{"data": {"ratio": <value>}}`` with
+    ``status`` (the test sets both), and counts the requests."""
+
+    def __init__(self) -> None:
+        self.value: Any = 1.0
+        self.status = 200
+        self.delay = threading.Event()  # set: answer only once the client gave up
+        self.closed = threading.Event()
+        self.requests = 0
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                endpoint.requests += 1
+                if endpoint.delay.is_set():
+                    endpoint.closed.wait(3)  # beyond the analysis's timeout (1s)
+                    self.close_connection = True
+                    return
+                body = json.dumps({"data": {"ratio": endpoint.value}}).encode()
+                self.send_response(endpoint.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.closed.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def endpoint() -> Iterator[Endpoint]:
+    e = Endpoint()
+    yield e
+    e.close()
+
+
+def verification(url: str, extra: str = "") -> str:
+    return (
+        FAILURE_POLICY + "  verification:\n    analyses:\n"
+        "    - name: success-rate\n"
+        f"      provider: {{web: {{url: '{url}', jsonPath: '$.data.ratio', timeout: 2s}}}}\n"
+        "      successCondition: result >= 0.95\n"
+        "      interval: 1m\n      count: 3\n" + extra
+    )
+
+
+def rollout(s: Scenario) -> dict[str, Any]:
+    return dict(s.status()["rollout"])
+
+
+def test_a_render_is_succeeded_once_count_measurements_succeed(
+    scenario: Scenario, endpoint: Endpoint
+) -> None:
+    s = scenario
+    s.app(spec_extra=verification(endpoint.url))
+    assert s.reconcile("web", minutes=0).code == 0
+    assert endpoint.requests == 0  # not every object is Current yet
+    s.deployment_ready()
+
+    result = s.reconcile("web", minutes=1)
+
+    assert result.code == 0, result.err
+    assert rollout(s)["state"] == "Progressing"
+    attempted = s.status()["lastAttempted"]
+    assert attempted["reason"] == "WaitingForVerification"
+    assert attempted["message"] == (
+        "waiting for verification: success-rate: Running, 3 measurements to conclude"
+    )
+    block = s.status()["verification"]
+    assert block["phase"] == "Running"
+    assert (block["analyses"][0]["successful"], block["analyses"][0]["lastValue"]) == (1, "1.0")
+    head = s.head()
+    assert s.reconcile("web", minutes=1.5).code == 0  # not due: no request, no commit
+    assert endpoint.requests == 1 and s.head() == head
+    assert s.reconcile("web", minutes=2).code == 0
+    assert s.head() == head  # the phase did not change: no commit
+    assert endpoint.requests == 2
+
+    assert s.reconcile("web", minutes=3).code == 0
+
+    assert rollout(s)["state"] == "Succeeded"
+    assert s.status()["lastHealthy"]["renderRef"] == rollout(s)["renderRef"]
+    block = s.status()["verification"]
+    assert block["phase"] == "Successful"
+    assert block["analyses"][0]["successful"] == 3
+    assert endpoint.requests == 3
+    assert s.reconcile("web", minutes=4).code == 0
+    assert endpoint.requests == 3  # concluded: no more measurements
+
+
+def test_a_failed_measurement_beyond_the_limit_rolls_back(
+    scenario: Scenario, endpoint: Endpoint
+) -> None:
+    s = scenario
+    s.app(spec_extra=verification(endpoint.url))
+    s.reconcile("web", minutes=0)
+    s.deployment_ready()
+    for minute in (1, 2, 3):
+        s.reconcile("web", minutes=minute)
+    healthy = rollout(s)["renderRef"]
+    s.app(image="2.0", spec_extra=verification(endpoint.url))
+    assert s.reconcile("web", minutes=4).code == 0
+    s.deployment_ready()
+    endpoint.value = 0.5
+
+    result = s.reconcile("web", minutes=5)
+
+    assert result.code == 0, result.err
+    assert rollout(s)["state"] == "RolledBack"
+    assert rollout(s)["reason"] == "VerificationFailed"
+    assert rollout(s)["message"] == (
+        "success-rate: 1 of 1 measurements failed (failureLimit 0), last value 0.5"
+    )
+    assert s.status()["lastHealthy"]["renderRef"] == healthy
+    live = s.live("web", "deployment.apps", "web")
+    assert live["spec"]["template"]["spec"]["containers"][0]["image"] == "example/web:1.0"
+    assert s.status_log()[0].startswith("web: Progressing -> RolledBack")
+
+
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [
+        ("500", "/metrics: HTTP 500"),
+        ("401", "/metrics: HTTP 401"),
+        ("timeout", "/metrics: timed out"),
+        ("stopped", "/metrics: cannot connect (connection refused)"),
+        ("empty", "successCondition: result is empty: guard with size(result) > 0"),
+    ],
+)
+def test_a_metrics_outage_holds_past_the_deadline_and_never_rolls_back(
+    scenario: Scenario, endpoint: Endpoint, fault: str, error: str
+) -> None:
+    s = scenario
+    spec = verification(endpoint.url).replace("timeout: 2s", "timeout: 1s")
+    if fault == "empty":
+        spec = spec.replace("result >= 0.95", "result[0] >= 0.95")
+    s.app(spec_extra=spec)
+    s.reconcile("web", minutes=0)
+    s.deployment_ready()
+    if fault in ("500", "401"):
+        endpoint.status = int(fault)
+    elif fault == "timeout":
+        endpoint.delay.set()
+    elif fault == "stopped":
+        endpoint.close()
+    else:
+        endpoint.value = []
+
+    for minute in (1, 2, 20):  # 20: past the 10m progress deadline
+        result = s.reconcile("web", minutes=minute)
+        assert result.code == 0, result.err
+        assert rollout(s)["state"] == "Progressing"
+        attempted = s.status()["lastAttempted"]
+        assert attempted["reason"] == "WaitingForVerification"
+        assert error in attempted["message"], attempted["message"]
+    analysis = s.status()["verification"]["analyses"][0]
+    assert analysis["errorsInARow"] >= 1 and analysis["successful"] == 0
+    assert "RolledBack" not in " ".join(s.status_log())
+
+
+def test_a_recovered_endpoint_concludes_the_verification(
+    scenario: Scenario, endpoint: Endpoint
+) -> None:
+    s = scenario
+    s.app(spec_extra=verification(endpoint.url))
+    s.reconcile("web", minutes=0)
+    s.deployment_ready()
+    endpoint.status = 503
+    s.reconcile("web", minutes=1)
+    endpoint.status = 200
+    for minute in (2, 3, 4):
+        assert s.reconcile("web", minutes=minute).code == 0
+    assert rollout(s)["state"] == "Succeeded"
+    analysis = s.status()["verification"]["analyses"][0]
+    assert (analysis["successful"], analysis["errors"]) == (3, 1)
+
+
+def test_an_inconclusive_verification_holds_until_a_forced_sync_promotes_it(
+    scenario: Scenario, endpoint: Endpoint
+) -> None:
+    s = scenario
+    spec = verification(endpoint.url, "      failureCondition: result < 0.5\n")
+    s.app(spec_extra=spec.replace("progressDeadline: 10m", "progressDeadline: 1h"))
+    s.reconcile("web", minutes=0)
+    s.deployment_ready()
+    endpoint.value = 0.8  # neither condition: inconclusive
+
+    assert s.reconcile("web", minutes=1).code == 0
+
+    assert rollout(s)["state"] == "Progressing"
+    assert s.status()["verification"]["phase"] == "Inconclusive"
+    attempted = s.status()["lastAttempted"]
+    assert attempted["reason"] == "WaitingForVerification"
+    assert "inconclusive (inconclusiveLimit 0)" in attempted["message"]
+    assert s.reconcile("web", minutes=5).code == 0
+    assert rollout(s)["state"] == "Progressing"
+
+    assert s.reconcile("web", minutes=6, extra=("--force",)).code == 0
+
+    assert rollout(s)["state"] == "Succeeded"
+    assert "promoted by a forced sync" in s.status()["rollout"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("analysis", "error"),
+    [
+        ("{name: a, provider: {web: {url: 'http://x'}}}", "successCondition or failureCondition"),
+        (
+            "{name: a, provider: {web: {url: 'http://x'}}, successCondition: 'result >='}",
+            "successCondition: ",
+        ),
+        (
+            "{name: a, provider: {web: {url: 'http://x', body: 'x'}}, successCondition: 'true'}",
+            "body: a GET request has no body",
+        ),
+        ("{name: a, provider: {graphite: {}}, successCondition: 'true'}", "graphite"),
+        (
+            "{name: a, provider: {web: {url: 'http://x'}}, successCondition: 'true', count: 0}",
+            "count",
+        ),
+    ],
+)
+def test_an_analysis_refused_at_load_names_the_field(
+    scenario: Scenario, analysis: str, error: str
+) -> None:
+    s = scenario
+    s.app(spec_extra=FAILURE_POLICY + f"  verification: {{analyses: [{analysis}]}}\n")
+
+    result = s.reconcile("web", minutes=0)
+
+    assert result.code == 1
+    attempted = s.status()["lastAttempted"]
+    assert attempted["reason"] == "InvalidRelease"
+    assert "releases/web.yaml: spec.verification.analyses.0" in attempted["message"]
+    assert error in attempted["message"], attempted["message"]
+    assert "\n" not in attempted["message"]
