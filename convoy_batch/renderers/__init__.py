@@ -102,7 +102,7 @@ def render_release(
     """Render ``release`` with its renderer (RenderFailed or SourceFailed, one line);
     ``capabilities``: the Cluster's API server, for Helm on a Kubernetes Cluster. Its
     SOPS-encrypted objects stay sealed, once checked to decrypt (``renderers.sops``)."""
-    made = _render(release, cluster, sources, state_dir, capabilities)
+    made = _render(release, cluster, sources, state_dir, capabilities, charts)
     sops.verify(made, release, state_dir)
     return made
 
@@ -113,6 +113,7 @@ def _render(
     sources: SourceResolver,
     state_dir: Path,
     capabilities: Capabilities | None,
+    charts: ChartResolver | None,
 ) -> Render:
     spec = release.spec.source.render
     if isinstance(spec, PlainRender):
