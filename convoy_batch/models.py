@@ -135,9 +135,11 @@ class HelmRender(Model):
     chart: str | None = None
     version: str | None = None
     credentials: str | None = None
-    """A name in the operator's credentials file (never the repository's)."""
+    """A name in the operator's credentials file (never the repository's), for the
+    repository and the chart's dependencies."""
     plain_http: bool = Field(default=False, alias="plainHTTP")
-    """An ``oci://`` registry spoken to over HTTP without TLS (helm's ``--plain-http``)."""
+    """An ``oci://`` registry spoken to over HTTP without TLS (helm's ``--plain-http``),
+    the repository's and the chart's dependencies'."""
 
     @model_validator(mode="after")
     def _chart_fields(self) -> "HelmRender":
@@ -149,9 +151,8 @@ class HelmRender(Model):
     def _chart_problem(self) -> tuple[str, str] | None:
         """(field, what is wrong) of the first problem of a chart from a repository."""
         named = {"chart": self.chart, "version": self.version}
-        if self.repository is None:
-            extra = {**named, "credentials": self.credentials, "plainHTTP": self.plain_http}
-            for field, value in extra.items():
+        if self.repository is None:  # credentials and plainHTTP: for its dependencies
+            for field, value in named.items():
                 if value:
                     return field, "only with repository (a chart from a repository)"
             return None

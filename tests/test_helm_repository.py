@@ -342,3 +342,70 @@ def test_values_files_are_read_from_source_path_and_a_change_there_renders_again
     assert s.live("web", "deployment.apps", "web")["spec"]["replicas"] == 4
     assert s.status()["lastAttempted"]["revision"].startswith("0.1.0@sha256:")
     assert http_repo.requests == []
+
+
+UMBRELLA_CONFIGMAP = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: umbrella}
+data: {web: "{{ .Values.web.replicas }}"}
+"""
+
+
+def umbrella(repository: str, version: str, repository_field: str = "") -> dict[str, str]:
+    """A chart in git whose ``Chart.yaml`` depends on ``web`` from ``repository``."""
+    return {
+        "apps/umbrella/Chart.yaml": (
+            "apiVersion: v2\nname: umbrella\nversion: 1.0.0\ndependencies:\n"
+            f"- {{name: web, version: '{version}', repository: '{repository}'}}\n"
+        ),
+        "apps/umbrella/values.yaml": "web: {replicas: 3}\n",
+        "apps/umbrella/templates/configmap.yaml": UMBRELLA_CONFIGMAP,
+        "releases/web.yaml": (
+            "apiVersion: convoy.dev/v1alpha1\nkind: Release\nmetadata: {name: web}\n"
+            "spec:\n  cluster: staging\n  namespace: web\n  source:\n"
+            f"    path: apps/umbrella\n    render: {{type: Helm{repository_field}}}\n"
+            + FAILURE_POLICY
+        ),
+    }
+
+
+def test_a_chart_in_git_gets_its_dependencies_from_the_repository_cache(
+    scenario: Scenario, http_repo: HttpChartRepo, helm_tools: Tools
+) -> None:
+    s = scenario
+    archives = {v: http_repo.publish(chart(v)) for v in ("0.1.0", "0.1.3")}
+    s.commit(umbrella(http_repo.url, "~0.1.0"))
+
+    result = s.reconcile("web", minutes=0)
+
+    assert result.code == 0, result.err
+    assert s.deployment_image() == "example/web:0.1.3"  # the newest match of the range
+    assert s.live("web", "deployment.apps", "web")["spec"]["replicas"] == 3  # its values
+    assert s.live("web", "configmap", "umbrella")["data"] == {"web": "3"}
+    assert stored(s, "0.1.3") == digest(archives["0.1.3"])
+    # A quiet tick within the interval asks the repository nothing and starts no helm.
+    asked, calls = len(http_repo.requests), len(helm_tools.call_log())
+    assert s.reconcile("web", minutes=2).code == 0
+    assert (len(http_repo.requests), len(helm_tools.call_log())) == (asked, calls)
+    # A newer match after the interval is a new render of the chart in git.
+    http_repo.publish(chart("0.1.5"))
+    assert s.reconcile("web", minutes=6).code == 0
+    assert s.deployment_image() == "example/web:0.1.5"
+    assert s.status()["rollout"]["reason"] == "NewRender"
+
+
+def test_a_dependency_that_cannot_be_fetched_is_source_failed_in_one_line(
+    scenario: Scenario, http_repo: HttpChartRepo, helm_tools: Tools
+) -> None:
+    s = scenario
+    http_repo.publish(chart("0.1.0"))
+    s.commit(umbrella(http_repo.url, "0.9.0"))
+
+    result = s.reconcile("web", minutes=0)
+
+    assert result.code == 1
+    reason, message = last_attempt(s, "web")
+    assert reason == "SourceFailed"
+    assert message.startswith(f"chart 'web' from {http_repo.url}: ")
+    assert "\n" not in message

@@ -30,6 +30,8 @@ from convoy_batch.renderers.job import Job
 from convoy_batch.renderers.pipeline import Render, render, render_files, variables_for
 from convoy_batch.repo.source import SourceResolver, normalize_source_path
 
+CHART_YAML = "Chart.yaml"
+
 
 def render_inputs(
     release: Release,
@@ -52,6 +54,9 @@ def render_inputs(
     inputs += [_tool_key(spec, state_dir), *keys]
     if isinstance(spec, HelmRender) and spec.from_repository:
         inputs.append(_charts(charts, state_dir).resolve(release).revision)
+    elif isinstance(spec, HelmRender):  # a chart in git: its dependencies from repositories
+        chart_yaml = sources.file_text(release, CHART_YAML)
+        inputs += _charts(charts, state_dir).dependency_revisions(release, chart_yaml)
     if capabilities is not None:
         inputs += [capabilities.kube_version, " ".join(capabilities.api_versions)]
     return inputs
@@ -119,9 +124,11 @@ def _render(
     if isinstance(spec, PlainRender):
         return render(sources.fetch(release), release, cluster)
     charts = _charts(charts, state_dir)
-    chart = None
+    chart, dependencies = None, []
     if isinstance(spec, HelmRender) and spec.from_repository:
         chart = charts.archive(release)
+    elif isinstance(spec, HelmRender):
+        dependencies = charts.dependencies(release, sources.file_text(release, CHART_YAML))
     revision = source_revision(release, sources, charts)
     with tempfile.TemporaryDirectory(prefix="convoy-render-") as scratch:
         root, home = Path(scratch) / "tree", Path(scratch) / "home"
@@ -145,6 +152,7 @@ def _render(
             state_dir=state_dir,
             capabilities=capabilities,
             chart=chart,
+            dependencies=tuple(dependencies),
         )
         if isinstance(spec, KustomizeRender):
             files = kustomize.render(job)

@@ -104,7 +104,43 @@ class ChartResolver:
 
     def resolve(self, release: Release) -> Chart:
         """The chart ``release`` renders (SourceFailed, one line, when it cannot be had)."""
-        spec = _spec(release)
+        return self._resolve_once(_spec(release), release)
+
+    def dependencies(self, release: Release, chart_yaml: str | None) -> list[Path]:
+        """The verified archives of the dependencies from repositories that the chart in
+        git (its ``Chart.yaml``: ``chart_yaml``) names, each resolved and fetched as a
+        chart from a repository is, into the same cache (SourceFailed, one line)."""
+        return [
+            self._archive(spec, release) for spec in self._dependency_specs(release, chart_yaml)
+        ]
+
+    def dependency_revisions(self, release: Release, chart_yaml: str | None) -> list[str]:
+        """``<chart> <version>@sha256:<hex>`` of each of those dependencies: a render
+        input (no request for an exact version already fetched)."""
+        return [
+            f"{spec.chart} {self._resolve_once(spec, release).revision}"
+            for spec in self._dependency_specs(release, chart_yaml)
+        ]
+
+    def _dependency_specs(self, release: Release, chart_yaml: str | None) -> list[HelmRender]:
+        render = release.spec.source.render
+        assert isinstance(render, HelmRender)
+        found = []
+        for dep in _dependencies(chart_yaml):
+            same = dep.repository.rstrip("/") == (render.repository or "").rstrip("/")
+            found.append(
+                HelmRender(
+                    type="Helm",
+                    repository=dep.repository,
+                    chart=dep.name,
+                    version=dep.version,
+                    credentials=render.credentials if same or render.repository is None else None,
+                    plain_http=render.plain_http,
+                )
+            )
+        return found
+
+    def _resolve_once(self, spec: HelmRender, release: Release) -> Chart:
         key = _key(spec)
         with self._lock:
             if key in self._failed:
@@ -120,12 +156,14 @@ class ChartResolver:
     def archive(self, release: Release) -> Path:
         """The verified archive of the chart ``release`` renders; fetched again when the
         stored one is missing or no longer matches its digest."""
-        chart = self.resolve(release)
+        return self._archive(_spec(release), release)
+
+    def _archive(self, spec: HelmRender, release: Release) -> Path:
+        chart = self._resolve_once(spec, release)
         with self._lock:
             path = self._path(chart.digest)
             if _digest_of(path) == chart.digest:
                 return path
-            spec = _spec(release)
             fetched, data = self._pull(spec, chart.version)
             if fetched.digest != chart.digest:
                 raise SourceFailed(
@@ -213,6 +251,37 @@ class ChartResolver:
             index[_key(spec, version)] = entry
         text = json.dumps(index, indent=1, sort_keys=True).encode()
         atomic_write(self._folder / "index.json", text, root=self._state_dir)
+
+
+@dataclass(frozen=True)
+class Dependency:
+    name: str
+    version: str
+    repository: str
+
+
+def _dependencies(chart_yaml: str | None) -> list[Dependency]:
+    """The dependencies of a ``Chart.yaml`` that come from a repository (``https://``,
+    ``http://``, ``oci://``): the others (``file://``, none) are the chart's own
+    ``charts/``, left to helm. One that does not parse is left to helm's message."""
+    if not chart_yaml:
+        return []
+    try:
+        docs = yamlload.documents(chart_yaml, "Chart.yaml")
+    except ValueError:
+        return []
+    data = docs[0].value if docs else None
+    listed = data.get("dependencies") if isinstance(data, dict) else None
+    found = []
+    for dep in listed if isinstance(listed, list) else ():
+        if not isinstance(dep, dict):
+            continue
+        name, version, repository = dep.get("name"), dep.get("version"), dep.get("repository")
+        if not all(isinstance(v, str) and v for v in (name, version, repository)):
+            continue
+        if str(repository).startswith(("https://", "http://", "oci://")):
+            found.append(Dependency(str(name), str(version), str(repository)))
+    return found
 
 
 def _spec(release: Release) -> HelmRender:

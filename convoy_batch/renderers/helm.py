@@ -7,6 +7,8 @@ them). Helm's hooks are read as convoy-batch hooks by :mod:`convoy_batch.manifes
 """
 
 import json
+import shutil
+from pathlib import Path
 
 from convoy_batch.deployers.base import Capabilities
 from convoy_batch.errors import RenderFailed
@@ -43,6 +45,8 @@ def render(spec: HelmRender, job: Job) -> list[SourceFile]:
         raise RenderFailed(_MISSING)
     release = job.release
     chart = str(job.chart) if job.chart is not None else job.path or "."
+    if job.dependencies:
+        chart = str(_with_dependencies(job))
     argv = [tool.path, "template", spec.release_name or release.name, chart]
     argv += ["--namespace", release.spec.namespace, "--include-crds"]
     argv += capability_args(job.capabilities)
@@ -61,3 +65,16 @@ def render(spec: HelmRender, job: Job) -> list[SourceFile]:
     label = f"Helm (helm template {shown})"
     text = process.run(label, argv, job.root, process.minimal_env(job.home, env))
     return [SourceFile(f"{shown} (helm template)", text)]
+
+
+def _with_dependencies(job: Job) -> Path:
+    """A copy of the chart in git (the export is shared, read only) with the archives of
+    its dependencies from repositories in its ``charts/``, as ``helm dependency build``
+    leaves them."""
+    copy = job.home / "chart"
+    shutil.copytree(job.source_dir, copy, symlinks=False)
+    vendored = copy / "charts"
+    vendored.mkdir(exist_ok=True)
+    for archive in job.dependencies:
+        shutil.copyfile(archive, vendored / archive.name)
+    return copy

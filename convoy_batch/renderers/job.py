@@ -27,6 +27,8 @@ class Job:
     """The Cluster's API server, for Helm on a Kubernetes Cluster (None otherwise)."""
     chart: Path | None = None
     """A Helm chart from a repository: its verified archive (None otherwise)."""
+    dependencies: tuple[Path, ...] = ()
+    """A Helm chart in git: the verified archives of its dependencies from repositories."""
 
     @property
     def source_dir(self) -> Path:

@@ -157,6 +157,18 @@ class SourceResolver:
             self._listing(release)
             return self._tree(release).fingerprint(_control_folders(release))
 
+    def file_text(self, release: Release, name: str) -> str | None:
+        """The text of the file ``name`` under ``source.path`` at the source's commit
+        (None: there is none; SourceFailed, one line, when the source cannot be read)."""
+        with self._lock:
+            self._listing(release)
+            flat = self._tree(release)
+            folder = normalize_source_path(release.spec.source.path or "")
+            path = posixpath.join(folder, name) if folder else name
+            if path not in flat.blobs:
+                return None
+            return self._text(flat.blob(path), path)
+
     def export(self, release: Release, directory: Path) -> None:
         """Write the files :meth:`tree_fingerprint` covers into ``directory``, from git
         objects (never the working tree): symlinks are written as the file they lead to
