@@ -94,7 +94,7 @@ def test_the_wake_up_causes_keep_their_texts() -> None:
     assert {str(r) for r in WAKE_REASONS} == {
         "health changed", "deadline passed", "release changed", "source changed",
         "forced sync", "never reconciled", "sync window opened", "dependency changed",
-        "member in flight changed",
+        "member in flight changed", "measurement due",
     }  # fmt: skip
     assert {str(r) for r in set(DueReason) - WAKE_REASONS} == {
         "full resync", "interval", "invalid release file", "invalid force-sync annotation",

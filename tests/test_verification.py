@@ -8,12 +8,14 @@ time-out, nothing listening) holds and never rolls back, then recovers."""
 import json
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
-from tests.scenario import FAILURE_POLICY, Scenario
+from convoy_batch.ticks.wakeups import work_waiting
+from tests.scenario import FAILURE_POLICY, T0, Scenario
 
 
 class Endpoint:
@@ -262,3 +264,26 @@ def test_an_analysis_refused_at_load_names_the_field(
     assert "releases/web.yaml: spec.verification.analyses.0" in attempted["message"]
     assert error in attempted["message"], attempted["message"]
     assert "\n" not in attempted["message"]
+
+
+def test_a_measurement_due_wakes_its_release_between_its_intervals(
+    scenario: Scenario, endpoint: Endpoint
+) -> None:
+    s = scenario
+    s.app(spec_extra=verification(endpoint.url))  # the Release's interval: 5m
+    assert s.reconcile(minutes=0).code == 0
+    s.deployment_ready()
+    assert s.reconcile(minutes=1).code == 0  # its health changed: measured
+    assert endpoint.requests == 1
+    assert s.reconcile(minutes=1.5).code == 0  # nothing due
+    assert endpoint.requests == 1
+
+    # What the Dagster schedule and wake-up sensor read: it is due at minute 2.
+    assert work_waiting(s.root, s.state, T0 + timedelta(minutes=1.5)) == []
+    assert work_waiting(s.root, s.state, T0 + timedelta(minutes=2)) == ["web (measurement due)"]
+
+    assert s.reconcile(minutes=2).code == 0
+
+    assert endpoint.requests == 2
+    assert s.reconcile(minutes=3).code == 0
+    assert rollout(s)["state"] == "Succeeded"

@@ -39,6 +39,9 @@ class DueReason(StrEnum):
     FLIGHT_CHANGED = "member in flight changed"
     """A ReleaseSet member's render that waits for ``maxInFlight``, and another member of
     its set whose status changed since."""
+    MEASUREMENT_DUE = "measurement due"
+    """A render under verification whose next measurement is due (README, "Verification
+    by metrics")."""
     INVALID_RELEASE = "invalid release file"
     """Always due: the reconcile reports the error."""
     INVALID_FORCE_SYNC = "invalid force-sync annotation"
@@ -69,10 +72,12 @@ def due_reasons(
     window_opened: bool = False,
     dependency_changed: bool = False,
     flight_changed: bool = False,
+    measurement_at: datetime | None = None,
 ) -> Sequence[DueReason]:
     """Why the Release is due now (empty: not due). Items 1-4 of SPEC 13; item 2 only
     when ``health`` (this tick's observation) is given. ``window_opened``: a closed sync
-    window held its render and is open now."""
+    window held its render and is open now. ``measurement_at``: when the next measurement
+    of the render under verification is due."""
     reasons: list[DueReason] = []
     interval = release.spec.interval
     last = memory.last_reconcile_at
@@ -102,6 +107,8 @@ def due_reasons(
         reasons.append(DueReason.DEPENDENCY_CHANGED)
     if flight_changed:
         reasons.append(DueReason.FLIGHT_CHANGED)
+    if measurement_at is not None and now >= measurement_at:
+        reasons.append(DueReason.MEASUREMENT_DUE)
     if memory.release_blob is not None and release_blob != memory.release_blob:
         reasons.append(DueReason.RELEASE_CHANGED)
     if memory.source_revision is not None and source_revision != memory.source_revision:

@@ -27,6 +27,7 @@ from convoy_batch.engine.setstatus import record_sets
 from convoy_batch.engine.stages.gates import windows_of
 from convoy_batch.engine.stages.outcome import failed
 from convoy_batch.engine.stages.render import resolve_cluster, stage_render
+from convoy_batch.engine.stages.verify import next_measurement
 from convoy_batch.engine.tick import DeployerFactory, Tick, make_deployer
 from convoy_batch.errors import (
     ConvoyError,
@@ -151,6 +152,7 @@ def is_due(
         window_opened=window_opened(tick, release, status),
         dependency_changed=dependency_changed(tick, release, status),
         flight_changed=flight_changed(tick, release, status),
+        measurement_at=next_measurement(tick, release, status),
     )
 
 

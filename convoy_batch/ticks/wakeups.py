@@ -62,6 +62,7 @@ KEYS: Mapping[DueReason, Callable[[_Seen], str | None]] = {
     DueReason.WINDOW_OPENED: lambda seen: f"window:{seen.memo.last_reconcile_at}",
     DueReason.DEPENDENCY_CHANGED: lambda seen: f"dependency:{seen.memo.last_reconcile_at}",
     DueReason.FLIGHT_CHANGED: lambda seen: f"flight:{seen.memo.last_reconcile_at}",
+    DueReason.MEASUREMENT_DUE: lambda seen: f"measurement:{seen.memo.last_reconcile_at}",
 }
 """One key per wake-up cause: the same cause keeps the same key until reconciled."""
 

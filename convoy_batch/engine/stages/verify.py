@@ -4,6 +4,7 @@ state directory before anything is decided from it; and what those measurements 
 for the plan and the status. Does I/O (the providers, the state directory)."""
 
 import logging
+from datetime import datetime
 
 from convoy_batch.engine.tick import Tick
 from convoy_batch.errors import StateFailed
@@ -61,6 +62,22 @@ def take_measurements(
             store.save(record)
     except StateFailed as exc:
         log.warning("%s: measurement not kept: %s", release.name, exc)
+
+
+def next_measurement(tick: Tick, release: Release, status: ReleaseStatus) -> datetime | None:
+    """When the next measurement of the render under verification is due (None: none is
+    to come, or the verification has not begun: every object Current begins it, and that
+    is a change of health, which wakes the Release anyway)."""
+    ref = verifying(release, status)
+    spec = release.spec.verification
+    if ref is None or spec is None:
+        return None
+    record = MeasurementStore(tick.stores.state_dir).load(release.name)
+    if record is None or record.render_ref != ref:
+        return None
+    times = [next_due(a, record.of(a.name), record.started_at) for a in spec.analyses]
+    due = [t for t in times if t is not None]
+    return min(due) if due else None
 
 
 def verified(tick: Tick, release: Release, status: ReleaseStatus, promote: bool) -> Verified | None:
