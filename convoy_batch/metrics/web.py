@@ -1,12 +1,15 @@
-"""The ``web`` provider: one HTTP request (urllib3, as notifications send theirs) whose
-answer is JSON; ``jsonPath`` (RFC 9535, by python-jsonpath; Argo Rollouts' ``{$.data.ok}``
-too) picks the result.
+"""The ``web`` provider, and the HTTP request every provider makes (urllib3, as
+notifications send theirs): one request whose answer is JSON; ``jsonPath`` (RFC 9535, by
+python-jsonpath; Argo Rollouts' ``{$.data.ok}`` too) picks the result.
 
 Every failure is a :class:`MetricError` of one line (the status code, a time-out, a
 refused connection, an answer that is not JSON, a path that matches nothing): an observer
-outage, never a verdict."""
+outage, never a verdict. A credential's token or password is sent in a header and never
+appears in a message."""
 
 import json
+from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 import jsonpath
@@ -20,23 +23,25 @@ class MetricError(Exception):
     """A measurement that could not be made (one line)."""
 
 
-def _path(text: str) -> str:
-    """Argo Rollouts' ``{$.data.ok}`` is RFC 9535's ``$.data.ok``."""
-    text = text.strip()
-    return text[1:-1].strip() if text.startswith("{") and text.endswith("}") else text
-
-
-def fetch(metric: WebMetric) -> Any:
-    """The result: the answer's JSON, or what ``jsonPath`` picks of it (one match: that
-    value; several: their list)."""
-    where = f"{metric.method} {metric.url}"
+def get_json(
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    timeout: timedelta,
+    body: str | None = None,
+    fields: Mapping[str, str] | None = None,
+) -> Any:
+    """The JSON answer of one request (MetricError, one line, naming ``method`` and the
+    URL without its query)."""
+    where = f"{method} {url}"
     try:
         answer = pool().request(
-            metric.method,
-            metric.url,
-            body=metric.body.encode() if metric.body is not None else None,
-            headers=metric.headers,
-            timeout=urllib3.Timeout(total=metric.timeout.total_seconds()),
+            method,
+            url,
+            body=body.encode() if body is not None else None,
+            fields=dict(fields) if fields is not None else None,
+            headers=dict(headers),
+            timeout=urllib3.Timeout(total=timeout.total_seconds()),
             redirect=False,
             preload_content=True,
         )
@@ -47,11 +52,24 @@ def fetch(metric: WebMetric) -> Any:
     if answer.status != 200:
         raise MetricError(f"{where}: HTTP {answer.status}")
     try:
-        data = json.loads(answer.data)
+        return json.loads(answer.data)
     except ValueError:
         raise MetricError(f"{where}: the answer is not JSON") from None
+
+
+def _path(text: str) -> str:
+    """Argo Rollouts' ``{$.data.ok}`` is RFC 9535's ``$.data.ok``."""
+    text = text.strip()
+    return text[1:-1].strip() if text.startswith("{") and text.endswith("}") else text
+
+
+def fetch(metric: WebMetric, headers: Mapping[str, str]) -> Any:
+    """The result: the answer's JSON, or what ``jsonPath`` picks of it (one match: that
+    value; several: their list). ``headers``: the metric's, with a credential's."""
+    data = get_json(metric.method, metric.url, headers, metric.timeout, metric.body)
     if metric.json_path is None:
         return data
+    where = f"{metric.method} {metric.url}"
     try:
         found = jsonpath.findall(_path(metric.json_path), data)
     except jsonpath.JSONPathError as exc:

@@ -26,36 +26,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from pydantic import Field
-
-from convoy_batch.errors import RenderFailed, SourceFailed, one_line
+from convoy_batch.errors import RenderFailed, SourceFailed
 from convoy_batch.manifests import yamlload
-from convoy_batch.models import HelmRender, Model, Release
+from convoy_batch.models import HelmRender, Release
 from convoy_batch.renderers import process
 from convoy_batch.repo.source import redact
 from convoy_batch.state.files import atomic_write
-from convoy_batch.state.operator_files import operator_path, read_operator_file
+from convoy_batch.state.operator_files import credential, secret_text
 from convoy_batch.timefmt import format_time, parse_time
 
-CREDENTIALS_ENV = "CONVOY_CREDENTIALS"
-CREDENTIALS_FILE = "credentials.yaml"
 _EXACT = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
 _REPO_NAME = "convoy"
 _TIMEOUT_S = 120.0
-
-
-class BasicAuth(Model):
-    username_file: str
-    password_file: str
-    """Paths relative to the credentials file."""
-
-
-class Credential(Model):
-    basic_auth: BasicAuth
-
-
-class CredentialsFile(Model):
-    credentials: dict[str, Credential] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -84,10 +66,6 @@ class Chart:
 def is_exact(version: str) -> bool:
     """A version rather than a range (``1.2.3``, ``v1.2.3-rc.1``)."""
     return bool(_EXACT.match(version))
-
-
-def credentials_path(state_dir: Path) -> Path:
-    return operator_path(state_dir, CREDENTIALS_ENV, CREDENTIALS_FILE)
 
 
 class ChartResolver:
@@ -378,21 +356,11 @@ def _login(spec: HelmRender, state_dir: Path) -> Login | None:
     line naming the file, when it is not there or cannot be read)."""
     if spec.credentials is None:
         return None
-    path = credentials_path(state_dir)
     try:
-        loaded = read_operator_file(path, CredentialsFile)
+        path, entry = credential(state_dir, spec.credentials, "render.credentials")
+        auth = entry.basic_auth
+        if auth is None:
+            raise ValueError(f"render.credentials {spec.credentials!r}: no basicAuth in {path}")
+        return Login(secret_text(path, auth.username_file), secret_text(path, auth.password_file))
     except ValueError as exc:
-        raise SourceFailed(f"credentials: {exc}") from None
-    entry = loaded.credentials.get(spec.credentials) if loaded is not None else None
-    if entry is None:
-        raise SourceFailed(f"render.credentials {spec.credentials!r}: not defined in {path}")
-    auth = entry.basic_auth
-    return Login(_secret(path, auth.username_file), _secret(path, auth.password_file))
-
-
-def _secret(credentials: Path, name: str) -> str:
-    path = credentials.parent / name
-    try:
-        return path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SourceFailed(one_line(f"credentials: {path} cannot be read: {exc}")) from None
+        raise SourceFailed(str(exc)) from None

@@ -1,7 +1,8 @@
 """Files the operator writes outside the GitOps repository: in the state directory, or
-where an environment variable names them. Command renderers (``renderers.yaml``) and
-notification providers (``providers.yaml``) live there, so a repository writer can name
-a renderer or a provider but never define one.
+where an environment variable names them. Command renderers (``renderers.yaml``),
+notification providers (``providers.yaml``) and credentials (``credentials.yaml``: chart
+repositories', metrics providers') live there, so a repository writer can name a
+renderer, a provider or a credential but never define one.
 
 Does file I/O. A file is read again only when its size or modification time changes.
 """
@@ -9,6 +10,8 @@ Does file I/O. A file is read again only when its size or modification time chan
 import os
 from pathlib import Path
 from typing import Any, TypeVar
+
+from pydantic import Field
 
 from convoy_batch.manifests import yamlload
 from convoy_batch.models import Model, parse_model
@@ -44,3 +47,59 @@ def read_operator_file(path: Path, model: type[M]) -> M | None:
         _loaded[key] = cached
     parsed: M = cached[1]
     return parsed
+
+
+# --- credentials.yaml ------------------------------------------------------------------
+
+CREDENTIALS_ENV = "CONVOY_CREDENTIALS"
+CREDENTIALS_FILE = "credentials.yaml"
+
+
+class BasicAuth(Model):
+    username_file: str
+    password_file: str
+    """Paths relative to the credentials file."""
+
+
+class BearerToken(Model):
+    file: str
+    """Relative to the credentials file."""
+
+
+class Credential(Model):
+    """One credential, by its name in the file: a username and password, or a token."""
+
+    basic_auth: BasicAuth | None = None
+    bearer_token: BearerToken | None = None
+
+
+class CredentialsFile(Model):
+    """``credentials: {NAME: {basicAuth: {usernameFile, passwordFile}} | {bearerToken:
+    {file}}}``: what a Release names (``credentials: NAME``) and never holds."""
+
+    credentials: dict[str, Credential] = Field(default_factory=dict)
+
+
+def credentials_path(state_dir: Path) -> Path:
+    return operator_path(state_dir, CREDENTIALS_ENV, CREDENTIALS_FILE)
+
+
+def credential(state_dir: Path, name: str, field: str) -> tuple[Path, Credential]:
+    """The credentials file and its credential ``name`` (ValueError, one line naming
+    ``field``, when there is none or the file cannot be read)."""
+    path = credentials_path(state_dir)
+    loaded = read_operator_file(path, CredentialsFile)
+    entry = loaded.credentials.get(name) if loaded is not None else None
+    if entry is None:
+        raise ValueError(f"{field} {name!r}: not defined in {path}")
+    return path, entry
+
+
+def secret_text(credentials: Path, name: str) -> str:
+    """The text of the file ``name`` (relative to the credentials file), stripped
+    (ValueError, one line: it cannot be read)."""
+    path = credentials.parent / name
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(" ".join(f"credentials: {path} cannot be read: {exc}".split())) from None

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from convoy_batch.engine.tick import Tick
 from convoy_batch.errors import StateFailed
-from convoy_batch.metrics.judge import measure
+from convoy_batch.metrics.judge import Context, measure
 from convoy_batch.models import (
     AnalysisPhase,
     Release,
@@ -17,6 +17,7 @@ from convoy_batch.models import (
     RolloutState,
     VerificationStatus,
 )
+from convoy_batch.renderers.pipeline import variables_for
 from convoy_batch.rollout.analysis import Verified, in_error, next_due, verify
 from convoy_batch.rollout.verdict import entries_healthy
 from convoy_batch.state.measurements import MeasurementStore, begun
@@ -58,10 +59,22 @@ def take_measurements(
             due = next_due(analysis, record.of(analysis.name), record.started_at)
             if due is None or tick.now < due:
                 continue
-            record = record.adding(analysis.name, measure(analysis, tick.now))
+            made = measure(analysis, tick.now, _context(tick, release, status, ref))
+            record = record.adding(analysis.name, made)
             store.save(record)
     except StateFailed as exc:
         log.warning("%s: measurement not kept: %s", release.name, exc)
+
+
+def _context(tick: Tick, release: Release, status: ReleaseStatus, ref: str) -> Context:
+    """The Release's variables (its Cluster's too, when it is known) and the render's
+    ``revision`` and ``renderRef``, for a provider's query."""
+    cluster = tick.snapshot.clusters.get(release.spec.cluster)
+    variables = dict(variables_for(release, cluster)) if cluster is not None else {}
+    records = [r for r in (status.last_successful, *status.history) if r is not None]
+    revision = next((r.revision for r in records if r.render_ref == ref and r.revision), "")
+    variables.update(revision=revision, renderRef=ref)
+    return Context(variables, tick.stores.state_dir)
 
 
 def next_measurement(tick: Tick, release: Release, status: ReleaseStatus) -> datetime | None:
