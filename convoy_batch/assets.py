@@ -57,6 +57,7 @@ from convoy_batch.rollout.glance import (
     glance,
     headline,
     summary_line,
+    verification_note,
 )
 from convoy_batch.rollout.retire import RETIRED
 from convoy_batch.ticks.runner import TickReport, run_tick
@@ -150,12 +151,14 @@ def _state(status: Any) -> str | None:
 
 def outcome_metadata(handled: Handled) -> dict[str, Any]:
     """The outcome, the previous and new state and the commit; with ``drift`` (Report
-    mode: what drifted, since when) and ``lastDriftCorrection`` (Correct mode) when the
-    status records them, as text: paths, never a value."""
+    mode: what drifted, since when), ``lastDriftCorrection`` (Correct mode) and
+    ``verification`` (its phase and why) when the status records them, as text: paths,
+    never a value."""
     outcome = handled.outcome
     retired = outcome.reason in RETIRED  # its status file removed: Deleted or Orphaned
     drifts = {"drift": drift_note(handled.status)}
     drifts["lastDriftCorrection"] = correction_note(handled.status)
+    drifts["verification"] = verification_note(handled.status)
     return {
         "state": outcome.reason.value if retired else _state(handled.status),
         "previousState": _state(handled.prior),

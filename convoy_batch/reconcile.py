@@ -242,24 +242,26 @@ def reconcile(
     decision = decide(tick, release, status, inventory, force_pending)
     writes = tick.writes(release.name, before_change)
     outcome, after = act(tick, release, status, inventory, decision, writes)
-    waiting = _waiting_for_verification(decision.plan)
-    if waiting and outcome.reason == Reason.SYNCED:
-        outcome = replace(outcome, reason=Reason.WAITING_FOR_VERIFICATION, message=waiting)
-    elif force_pending and outcome.reason == Reason.SYNCED and outcome.written == 0:
-        outcome = replace(outcome, message=FORCED_IN_SYNC)  # not what an earlier sync did
-    return outcome, after
+    waiting = waiting_for_verification(decision.plan, outcome)
+    if waiting is outcome and force_pending and outcome.reason == Reason.SYNCED:
+        if outcome.written == 0:
+            outcome = replace(outcome, message=FORCED_IN_SYNC)  # not an earlier sync's
+        return outcome, after
+    return waiting, after
 
 
-def _waiting_for_verification(plan: Plan | None) -> str:
-    """The plan's verdict when it waits for the verification (else "")."""
+def waiting_for_verification(plan: Plan | None, outcome: Outcome) -> Outcome:
+    """A Synced outcome whose render waits for its verification says so
+    (``WaitingForVerification``, the analyses' message); any other as it is."""
     result = plan.verdict if plan is not None else None
     if (
-        result is None
+        outcome.reason != Reason.SYNCED
+        or result is None
         or result.verdict != Verdict.PENDING
         or not result.message.startswith(WAITING)
     ):
-        return ""
-    return result.message
+        return outcome
+    return replace(outcome, reason=Reason.WAITING_FOR_VERIFICATION, message=result.message)
 
 
 def source_revision(tick: Tick, entry: ReleaseEntry) -> str | None:

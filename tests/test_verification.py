@@ -111,6 +111,18 @@ def test_a_render_is_succeeded_once_count_measurements_succeed(
     block = s.status()["verification"]
     assert block["phase"] == "Running"
     assert (block["analyses"][0]["successful"], block["analyses"][0]["lastValue"]) == (1, "1.0")
+    # plan and status show the analysis as the measurements have it.
+    now = format_time(T0 + timedelta(minutes=1.5))
+    plan = s.cli("plan", "web", "--now", now).out
+    assert (
+        "; verification Running: success-rate 1 successful 0 failed 0 inconclusive "
+        "0 errors (last value 1.0), next measurement at 2026-11-29T12:02:00Z" in plan
+    ), plan
+    assert "outcome WaitingForVerification: waiting for verification: " in plan
+    shown = s.cli("status", "web", "--now", now).out
+    assert "(verification Running (" in shown, shown
+    rows = json.loads(s.cli("status", "web", "--now", now, "--output", "json").out)
+    assert rows[0]["verification"]["phase"] == "Running"
     head = s.head()
     assert s.reconcile("web", minutes=1.5).code == 0  # not due: no request, no commit
     assert endpoint.requests == 1 and s.head() == head

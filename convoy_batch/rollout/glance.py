@@ -12,7 +12,7 @@ from enum import StrEnum
 
 from convoy_batch.models import ReleaseStatus, RolloutState
 from convoy_batch.reasons import ERROR_REASONS, Reason
-from convoy_batch.rollout.status import drifted_line
+from convoy_batch.rollout.status import drifted_line, short_ref
 from convoy_batch.timefmt import format_time
 
 
@@ -72,6 +72,15 @@ def drift_note(status: ReleaseStatus) -> str | None:
     if drift is None:
         return None
     return f"drifted since {format_time(drift.since)}: {drifted_line(drift.objects)}"
+
+
+def verification_note(status: ReleaseStatus) -> str | None:
+    """``verification <phase>: <message>`` of the render ``status.verification`` is of
+    (README "Verification by metrics"); None without one."""
+    block = status.verification
+    if block is None:
+        return None
+    return f"verification {block.phase} ({short_ref(block.render_ref)}): {block.message}"
 
 
 def correction_note(status: ReleaseStatus) -> str | None:

@@ -18,16 +18,17 @@ from convoy_batch.engine.retire import (
 )
 from convoy_batch.engine.stages.gates import window_note
 from convoy_batch.engine.stages.render import resolve_cluster
+from convoy_batch.engine.stages.verify import next_measurement, verified
 from convoy_batch.engine.tick import Tick
 from convoy_batch.errors import ConvoyError
 from convoy_batch.health.cel import rules_for
 from convoy_batch.health.observer import observe
-from convoy_batch.models import ReleaseStatus
+from convoy_batch.models import Release, ReleaseStatus
 from convoy_batch.reasons import GATE_REASONS, Reason
-from convoy_batch.reconcile import decide, pending_force_sync
+from convoy_batch.reconcile import decide, pending_force_sync, waiting_for_verification
 from convoy_batch.repo.gitops import ReleaseEntry, SetEntry
 from convoy_batch.rollout import Outcome
-from convoy_batch.rollout.glance import drift_note
+from convoy_batch.rollout.glance import drift_note, verification_note
 from convoy_batch.rollout.status import short_ref, state_name
 from convoy_batch.ticks.runner import select
 from convoy_batch.timefmt import format_time
@@ -63,6 +64,11 @@ def status_row(
             correction.model_dump(mode="json", by_alias=True) if correction else None
         ),
         "releaseSet": release_set,
+        "verification": (
+            status.verification.model_dump(mode="json", by_alias=True)
+            if status.verification
+            else None
+        ),
     }
 
 
@@ -107,6 +113,7 @@ def status_rows(
         f"render={short_ref(r['renderRef'])} since={r['since'] or '-'}"
         + (f" ({r['syncWindows']})" if r["syncWindows"] else "")
         + (f" ({note})" if (note := drift_note(statuses[r["name"]])) else "")
+        + (f" ({note})" if (note := verification_note(statuses[r["name"]])) else "")
         for r in rows
     ]
     if release_set is not None:
@@ -159,7 +166,7 @@ def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
     except ConvoyError as exc:
         return _error(name, exc.reason, str(exc))
     decision = decide(tick, release, status, inventory, force_at is not None)
-    outcome, plan = decision.outcome, decision.plan
+    outcome, plan = waiting_for_verification(decision.plan, decision.outcome), decision.plan
     if outcome.is_error or plan is None or decision.render is None:
         return _error(name, outcome.reason, outcome.message)
     ref = decision.render.ref
@@ -201,10 +208,32 @@ def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
         line += f"; outcome {outcome.reason}: {outcome.message}"
     if windows is not None and (gate is None or gate.reason != Reason.WAITING_FOR_SYNC_WINDOW):
         line += f"; {windows}"
+    row["verification"], line = _verification(tick, release, status, line)
     row["generatedBy"] = generated_by(tick, entry)
     if row["generatedBy"] is not None:
         line += f"; {row['generatedBy']}"
     return row, line
+
+
+def _verification(
+    tick: Tick, release: Release, status: ReleaseStatus, line: str
+) -> tuple[dict[str, Any] | None, str]:
+    """The analysis of the render under verification as the kept measurements have it
+    now (counts, last value, the next measurement), and the plan's line with it."""
+    checked = verified(tick, release, status, promote=False)
+    if checked is None or checked.status is None:
+        return None, line
+    block = checked.status.model_dump(mode="json", by_alias=True)
+    at = next_measurement(tick, release, status)
+    block["nextMeasurement"] = format_time(at) if at is not None else None
+    counts = ", ".join(
+        f"{a.name} {a.successful} successful {a.failed} failed {a.inconclusive} "
+        f"inconclusive {a.errors} errors (last value {a.last_value})"
+        for a in checked.status.analyses
+    )
+    line += f"; verification {checked.status.phase}: {counts}"
+    line += f", next measurement at {block['nextMeasurement']}" if at is not None else ""
+    return block, line
 
 
 def generated_by(tick: Tick, entry: ReleaseEntry) -> str | None:
