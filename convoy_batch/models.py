@@ -469,7 +469,8 @@ def _cel_problem(text: str) -> str | None:
 class WebMetric(Model):
     """A measurement by an HTTP request whose answer is JSON; ``jsonPath`` (RFC 9535,
     ``$.data.ok``; Argo Rollouts' ``{$.data.ok}`` too) picks the result, else the whole
-    answer is the result."""
+    answer is the result. ``${name}`` of the Release's variables, ``${revision}`` and
+    ``${renderRef}`` are substituted into ``url``."""
 
     url: str
     method: Literal["GET", "POST", "PUT"] = "GET"

@@ -8,7 +8,12 @@
    sensors are on by default.
 3. Once api has rolled out to Succeeded, commits ``releases/updates/api-1.1.0/`` (an api
    image that the simulated controller fails), so that api rolls back automatically.
-4. Receives the notifications of the example's Alert (``alerts/everything.yaml``): a
+   Once search has rolled out (its verification by metrics succeeded), commits
+   ``releases/updates/search-1.1.0/`` and makes the metrics endpoint answer a success
+   rate of 0.5 for search, so that search 1.1.0 fails its verification and rolls back.
+4. Serves the example's metrics (``/success-rate/<release>``: ``{"ratio": 0.99}``) on
+   loopback; its address is the Cluster's variable ``metrics`` in the repository it makes.
+5. Receives the notifications of the example's Alert (``alerts/everything.yaml``): a
    webhook on loopback, named in the state directory's ``providers.yaml`` (the operator's
    file) as the generic provider ``example-log``, that appends each event's summary to
    ``notifications.log`` in the state directory, one line each.
@@ -47,10 +52,17 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout.decode()
 
 
-def make_example_repo(repo: Path) -> Path:
-    """A fresh git repository holding the example, with one commit."""
+METRICS_PLACEHOLDER = "EXAMPLE_METRICS"
+"""The Cluster variable ``metrics`` of the example as the project holds it."""
+
+
+def make_example_repo(repo: Path, metrics: str = METRICS_PLACEHOLDER) -> Path:
+    """A fresh git repository holding the example, with one commit; ``metrics``: the
+    address of the example's metrics endpoint (the Cluster's variable)."""
     ignore = shutil.ignore_patterns("README.md", UPDATES.name)
     shutil.copytree(EXAMPLE, repo, ignore=ignore)
+    cluster = repo / "clusters" / "staging.yaml"
+    cluster.write_text(cluster.read_text().replace(METRICS_PLACEHOLDER, metrics))
     git(repo, "init", "-q", "-b", "main")
     git(repo, "config", "user.name", "example")
     git(repo, "config", "user.email", "example@localhost")
@@ -59,13 +71,13 @@ def make_example_repo(repo: Path) -> Path:
     return repo
 
 
-def prepare(state: Path) -> dict[str, str]:
+def prepare(state: Path, metrics: str) -> dict[str, str]:
     """A fresh state directory with the example repository and a Dagster home; the
     environment that ``dagster dev`` runs with."""
     if state.exists():
         shutil.rmtree(state)
     state.mkdir(parents=True)
-    repo = make_example_repo(state / "repo")
+    repo = make_example_repo(state / "repo", metrics)
     home = state / "dagster"
     home.mkdir()
     shutil.copy(PROJECT / "dagster.yaml", home / "dagster.yaml")
@@ -113,23 +125,62 @@ def commit_update(repo: Path, state: Path, update: Path) -> None:
     """Commit an update folder's files over the repository, under convoy-batch's repo
     lock (convoy-batch commits statuses to the same repository)."""
     with Locks(state).repo():
-        shutil.copytree(update, repo, dirs_exist_ok=True)
+        # Written now (not with the update's own times): a file of the same size and time
+        # as the one it replaces would look unchanged to git.
+        shutil.copytree(update, repo, dirs_exist_ok=True, copy_function=shutil.copy)
         files = [str(p.relative_to(update)) for p in update.rglob("*") if p.is_file()]
         git(repo, "add", "--", *files)
         git(repo, "commit", "-q", "-m", f"{update.name}: a new render that fails")
 
 
-def push_api_update(repo: Path, state: Path, stop: threading.Event) -> None:
-    """Wait for api to succeed, then commit the failing api update (step 3)."""
+def push_updates(repo: Path, state: Path, metrics: "ExampleMetrics", stop: threading.Event) -> None:
+    """Wait for api, then search, to succeed, and commit each one's failing update
+    (step 3): api's fails its health, search's its verification by metrics."""
     deadline = time.monotonic() + UPDATE_TIMEOUT_SECONDS
-    while not stop.wait(2):
-        if rollout_state(repo, "api") == "Succeeded":
+    waiting = {"api", "search"}
+    while waiting and not stop.wait(2):
+        if "api" in waiting and rollout_state(repo, "api") == "Succeeded":
             commit_update(repo, state, UPDATES / "api-1.1.0")
             print("\n>>> committed api 1.1.0 (it will fail): watch api roll back\n", flush=True)
-            return
+            waiting.discard("api")
+        if "search" in waiting and rollout_state(repo, "search") == "Succeeded":
+            metrics.ratios["search"] = 0.5
+            commit_update(repo, state, UPDATES / "search-1.1.0")
+            print(
+                "\n>>> committed search 1.1.0 (its success rate is 0.5): watch it fail its "
+                "verification and roll back\n",
+                flush=True,
+            )
+            waiting.discard("search")
         if time.monotonic() > deadline:
-            print(">>> api did not succeed in time; not committing api 1.1.0", flush=True)
+            print(f">>> {', '.join(sorted(waiting))} did not succeed in time", flush=True)
             return
+
+
+class ExampleMetrics:
+    """The example's metrics endpoint (step 4), in a thread of this process:
+    ``GET /success-rate/<release>`` answers ``{"ratio": <ratio>}`` (0.99 unless set)."""
+
+    def __init__(self) -> None:
+        self.ratios: dict[str, float] = {}
+        ratios = self.ratios
+
+        class Metrics(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                release = self.path.rsplit("/", 1)[-1]
+                body = json.dumps({"ratio": ratios.get(release, 0.99)}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
 def start_receiver(state: Path) -> ThreadingHTTPServer:
@@ -207,10 +258,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--port", type=int, default=3000, help="the UI's port (default %(default)s)"
     )
-    parser.add_argument("--no-update", action="store_true", help="do not commit api 1.1.0")
+    parser.add_argument(
+        "--no-update", action="store_true", help="do not commit api 1.1.0 and search 1.1.0"
+    )
     args = parser.parse_args(argv)
     state = args.state.resolve()
-    env = prepare(state)
+    metrics = ExampleMetrics()
+    env = prepare(state, metrics.url)
     receiver = start_receiver(state)
     explain(args.state, args.host, args.port)
     # Started in the background by a shell, SIGINT may be ignored, and dagster dev (which
@@ -222,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     if not args.no_update:
         updater = threading.Thread(
-            target=push_api_update, args=(state / "repo", state, stop), daemon=True
+            target=push_updates, args=(state / "repo", state, metrics, stop), daemon=True
         )
         updater.start()
     try:
@@ -232,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop.set()
         receiver.shutdown()
+        metrics.server.shutdown()
 
 
 if __name__ == "__main__":

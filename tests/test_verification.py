@@ -5,6 +5,7 @@ measurement per interval from a local web endpoint the test controls; success af
 verification holds until a forced sync promotes it, and a metrics outage (500, a
 time-out, nothing listening) holds and never rolls back, then recovers."""
 
+import importlib.util
 import json
 import threading
 from collections.abc import Iterator
@@ -13,12 +14,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import git
 import pytest
 
 from convoy_batch.ticks.wakeups import work_waiting
 from convoy_batch.timefmt import format_time
 from tests.metrics_servers import Exporter, Prometheus, prometheus_binary
-from tests.scenario import FAILURE_POLICY, T0, Result, Scenario
+from tests.scenario import FAILURE_POLICY, PROJECT, T0, Result, Scenario
 
 
 class Endpoint:
@@ -440,3 +442,42 @@ def test_a_token_from_the_operators_file_is_sent_and_shown_nowhere(
     s.reconcile("web", minutes=5)
     message = s.status()["lastAttempted"]["message"]
     assert "provider.credentials 'metrics': not defined in" in message, message
+
+
+def test_the_examples_search_verifies_then_fails_its_update_and_rolls_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``make run``'s story of search, through the CLI: the simulated controller makes its
+    Deployment available 20s after an apply, the example's metrics endpoint answers."""
+    spec = importlib.util.spec_from_file_location(
+        "run_example", PROJECT / "scripts" / "run_example.py"
+    )
+    assert spec is not None and spec.loader is not None
+    run_example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_example)
+    metrics = run_example.ExampleMetrics()
+    try:
+        repo = run_example.make_example_repo(tmp_path / "repo", metrics.url)
+        state = tmp_path / "state"
+        s = Scenario.__new__(Scenario)
+        s.root, s.state, s.capsys, s.repo = repo, state, capsys, git.Repo(repo)
+
+        def tick(seconds: int) -> None:
+            at = format_time(T0 + timedelta(seconds=seconds))
+            result = s.cli("reconcile", "search", "--now", at)
+            assert result.code == 0, result.err
+
+        for seconds in (0, 30, 50, 70):  # applied, available (measured), measured twice
+            tick(seconds)
+        assert s.status("search")["rollout"]["state"] == "Succeeded"
+        metrics.ratios["search"] = 0.5
+        run_example.commit_update(repo, state, run_example.UPDATES / "search-1.1.0")
+        for seconds in (80, 110):  # 1.1.0 applied; available, measured: 0.5
+            tick(seconds)
+
+        rollout_now = s.status("search")["rollout"]
+        assert (rollout_now["state"], rollout_now["reason"]) == ("RolledBack", "VerificationFailed")
+        live = state / "clusters" / "staging" / "search" / "deployment.apps" / "search.yaml"
+        assert "registry.example/search:1.0.0" in live.read_text()
+    finally:
+        metrics.server.shutdown()

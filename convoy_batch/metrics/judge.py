@@ -30,7 +30,8 @@ class Context:
     """What a measurement is made with besides its analysis."""
 
     variables: Mapping[str, str]
-    """The Release's variables and ``revision`` (the render's), for a query."""
+    """The Release's variables, ``revision`` and ``renderRef`` (the render's), for a
+    query or a URL."""
     state_dir: Path
     """Where the operator's credentials file is."""
 
@@ -40,8 +41,10 @@ def measure(analysis: Analysis, now: datetime, context: Context) -> Measurement:
     provider = analysis.provider
     try:
         if provider.web is not None:
-            headers = {**provider.web.headers, **_auth(provider.web.credentials, context)}
-            result = _number(fetch(provider.web, headers))
+            web = provider.web
+            web = web.model_copy(update={"url": _substitute(web.url, context.variables)})
+            headers = {**web.headers, **_auth(web.credentials, context)}
+            result = _number(fetch(web, headers))
         else:
             metric = provider.prometheus
             assert metric is not None
@@ -91,7 +94,7 @@ def _auth(name: str | None, context: Context) -> dict[str, str]:
 
 def _substitute(text: str, variables: Mapping[str, str]) -> str:
     try:
-        return substitute(text, variables, "query")
+        return substitute(text, variables, "provider")
     except RenderFailed as exc:
         raise MetricError(str(exc)) from None
 
