@@ -170,7 +170,9 @@ def test_a_failed_measurement_beyond_the_limit_rolls_back(
     assert s.status()["lastHealthy"]["renderRef"] == healthy
     live = s.live("web", "deployment.apps", "web")
     assert live["spec"]["template"]["spec"]["containers"][0]["image"] == "example/web:1.0"
-    assert s.status_log()[0].startswith("web: Progressing -> RolledBack")
+    assert s.status_log()[0].startswith("web: Progressing -> RolledBack (VerificationFailed)")
+    # What a notification of that commit says (its message is the attempt's).
+    assert s.status()["lastAttempted"]["message"].endswith(rollout(s)["message"])
 
 
 @pytest.mark.parametrize(
