@@ -501,16 +501,27 @@ class PrometheusMetric(Model):
     """As for ``web``."""
 
 
+class JobMetric(Model):
+    """A Job of the source (``manifest``: a file relative to ``source.path``, the
+    Release's variables substituted) applied once per render, named
+    ``<its name>-<the renderRef's first 8 digits>``; its completion is a successful
+    measurement, its failure a failed one."""
+
+    manifest: str
+
+
 class MetricProvider(Model):
     """Where a measurement comes from: exactly one provider."""
 
     web: WebMetric | None = None
     prometheus: PrometheusMetric | None = None
+    job: JobMetric | None = None
 
     @model_validator(mode="after")
     def _one(self) -> "MetricProvider":
-        if (self.web is None) == (self.prometheus is None):
-            raise ValueError("exactly one provider: web or prometheus")
+        given = [p for p in (self.web, self.prometheus, self.job) if p is not None]
+        if len(given) != 1:
+            raise ValueError("exactly one provider: web, prometheus or job")
         return self
 
 

@@ -483,3 +483,71 @@ def test_the_examples_search_verifies_then_fails_its_update_and_rolls_back(
         assert "registry.example/search:1.0.0" in live.read_text()
     finally:
         metrics.server.shutdown()
+
+
+SMOKE = """\
+apiVersion: batch/v1
+kind: Job
+metadata: {name: smoke}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: smoke, image: "example/smoke:1", args: ["${release}"]}]
+"""
+
+
+def job_spec() -> str:
+    return (
+        FAILURE_POLICY + "  verification:\n    analyses:\n"
+        "    - name: smoke\n"
+        "      provider: {job: {manifest: ../../checks/smoke.yaml}}\n"
+        "      successCondition: result == 'Complete'\n"
+        "      interval: 1m\n      count: 1\n"
+    )
+
+
+def play_job(s: Scenario, name: str, condition: str) -> None:
+    """Play the Job controller: the Job ``name`` ended with ``condition``."""
+    import yaml
+
+    path = s.object_path("web", "job.batch", name)
+    job = yaml.safe_load(path.read_text())
+    job["status"] = {"conditions": [{"type": condition, "status": "True", "message": "exit 1"}]}
+    path.write_text(yaml.safe_dump(job))
+
+
+def test_a_job_of_the_source_is_applied_once_per_render_and_its_end_is_the_measurement(
+    scenario: Scenario,
+) -> None:
+    s = scenario
+    s.commit({"checks/smoke.yaml": SMOKE}, "the smoke test")  # beside the app, not in it
+    s.app(spec_extra=job_spec())
+    s.reconcile("web", minutes=0)
+    s.deployment_ready()
+    first = s.status()["rollout"]["renderRef"].removeprefix("sha256:")[:8]
+
+    assert s.reconcile("web", minutes=1).code == 0  # every object Current: the Job applied
+
+    job = s.live("web", "job.batch", f"smoke-{first}")
+    assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["web"]
+    assert job["metadata"]["labels"]["convoy.dev/release"] == "web"
+    assert s.status()["lastAttempted"]["reason"] == "WaitingForVerification"
+    assert s.reconcile("web", minutes=2).code == 0  # it runs: no measurement
+    assert rollout(s)["state"] == "Progressing"
+    play_job(s, f"smoke-{first}", "Complete")
+    assert s.reconcile("web", minutes=3).code == 0
+    assert rollout(s)["state"] == "Succeeded"
+
+    s.app(image="2.0", spec_extra=job_spec())
+    s.reconcile("web", minutes=4)
+    s.deployment_ready()
+    second = s.status()["rollout"]["renderRef"].removeprefix("sha256:")[:8]
+    s.reconcile("web", minutes=5)  # its own Job
+    play_job(s, f"smoke-{second}", "Failed")
+    assert s.reconcile("web", minutes=6).code == 0
+
+    assert (rollout(s)["state"], rollout(s)["reason"]) == ("RolledBack", "VerificationFailed")
+    assert rollout(s)["message"] == (
+        "smoke: 1 of 1 measurements failed (failureLimit 0), last value Failed"
+    )

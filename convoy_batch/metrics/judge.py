@@ -47,7 +47,7 @@ def measure(analysis: Analysis, now: datetime, context: Context) -> Measurement:
             result = _number(fetch(web, headers))
         else:
             metric = provider.prometheus
-            assert metric is not None
+            assert metric is not None  # a job analysis is measured by metrics.job
             text = _substitute(metric.query, context.variables)
             result = query(metric, text, now, _auth(metric.credentials, context))
     except MetricError as exc:

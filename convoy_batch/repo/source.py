@@ -158,13 +158,16 @@ class SourceResolver:
             return self._tree(release).fingerprint(_control_folders(release))
 
     def file_text(self, release: Release, name: str) -> str | None:
-        """The text of the file ``name`` under ``source.path`` at the source's commit
-        (None: there is none; SourceFailed, one line, when the source cannot be read)."""
+        """The text of the file ``name`` (relative to ``source.path``: ``../x`` is beside
+        it) at the source's commit (None: there is none; SourceFailed, one line, when the
+        source cannot be read or ``name`` leaves the repository)."""
         with self._lock:
             self._listing(release)
             flat = self._tree(release)
             folder = normalize_source_path(release.spec.source.path or "")
-            path = posixpath.join(folder, name) if folder else name
+            path = posixpath.normpath(posixpath.join(folder or ".", name))
+            if name.startswith("/") or path == ".." or path.startswith("../"):
+                raise SourceFailed(f"{name!r}: leaves the repository")
             if path not in flat.blobs:
                 return None
             return self._text(flat.blob(path), path)

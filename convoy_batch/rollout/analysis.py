@@ -93,15 +93,20 @@ def conclude(analysis: Analysis, measurements: Sequence[Measurement]) -> Analysi
 
 
 def next_due(
-    analysis: Analysis, measurements: Sequence[Measurement], started_at: datetime
+    analysis: Analysis,
+    measurements: Sequence[Measurement],
+    started_at: datetime,
+    polled: datetime | None = None,
 ) -> datetime | None:
     """When the analysis's next measurement is due (None: it has concluded):
-    ``initialDelay`` after every object became Current, then every ``interval``."""
+    ``initialDelay`` after every object became Current, then every ``interval`` after
+    the last measurement, or the last look that found nothing to measure (``polled``)."""
     if conclude(analysis, measurements).phase != AnalysisPhase.RUNNING:
         return None
-    if not measurements:
+    last = max([m.at for m in measurements[-1:]] + ([polled] if polled else []), default=None)
+    if last is None:
         return started_at + analysis.initial_delay
-    return measurements[-1].at + analysis.interval
+    return last + analysis.interval
 
 
 def verify(

@@ -47,6 +47,9 @@ class Measurements(Model):
     """When every object of the render was first seen Current: ``initialDelay`` runs
     from here."""
     analyses: dict[str, tuple[Kept, ...]] = Field(default_factory=dict)
+    polled: dict[str, Time] = Field(default_factory=dict)
+    """When a ``job`` analysis last found its Job still running (no measurement): the
+    next look is an interval later."""
 
     def of(self, analysis: str) -> tuple[Measurement, ...]:
         return tuple(
@@ -64,6 +67,10 @@ class Measurements(Model):
         while sum(1 for k in kept if k.judged == Judged.ERROR) > ERRORS_KEPT:
             kept.remove(next(k for k in kept if k.judged == Judged.ERROR))
         return self.model_copy(update={"analyses": {**self.analyses, analysis: tuple(kept)}})
+
+
+def polling(record: Measurements, analysis: str, at: datetime) -> Measurements:
+    return record.model_copy(update={"polled": {**record.polled, analysis: at}})
 
 
 def begun(release: str, render_ref: str, now: datetime) -> Measurements:

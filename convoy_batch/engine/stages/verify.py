@@ -7,10 +7,13 @@ import logging
 from datetime import datetime
 
 from convoy_batch.engine.tick import Tick
-from convoy_batch.errors import StateFailed
+from convoy_batch.errors import ConvoyError, StateFailed
+from convoy_batch.metrics.job import job_of, measure_job
 from convoy_batch.metrics.judge import Context, measure
+from convoy_batch.metrics.web import MetricError
 from convoy_batch.models import (
     AnalysisPhase,
+    JobMetric,
     Release,
     ReleaseInventory,
     ReleaseStatus,
@@ -18,9 +21,16 @@ from convoy_batch.models import (
     VerificationStatus,
 )
 from convoy_batch.renderers.pipeline import variables_for
-from convoy_batch.rollout.analysis import Verified, in_error, next_due, verify
+from convoy_batch.rollout.analysis import (
+    Judged,
+    Measurement,
+    Verified,
+    in_error,
+    next_due,
+    verify,
+)
 from convoy_batch.rollout.verdict import entries_healthy
-from convoy_batch.state.measurements import MeasurementStore, begun
+from convoy_batch.state.measurements import MeasurementStore, begun, polling
 
 log = logging.getLogger("convoy_batch")
 
@@ -56,11 +66,19 @@ def take_measurements(
             record = begun(release.name, ref, tick.now)
             store.save(record)
         for analysis in spec.analyses:
-            due = next_due(analysis, record.of(analysis.name), record.started_at)
+            polled = record.polled.get(analysis.name)
+            due = next_due(analysis, record.of(analysis.name), record.started_at, polled)
             if due is None or tick.now < due:
                 continue
-            made = measure(analysis, tick.now, _context(tick, release, status, ref))
-            record = record.adding(analysis.name, made)
+            context = _context(tick, release, status, ref)
+            if analysis.provider.job is not None:
+                made = _job(tick, release, analysis.provider.job, context, ref)
+            else:
+                made = measure(analysis, tick.now, context)
+            if made is None:  # its Job runs: look again an interval later
+                record = polling(record, analysis.name, tick.now)
+            else:
+                record = record.adding(analysis.name, made)
             store.save(record)
     except StateFailed as exc:
         log.warning("%s: measurement not kept: %s", release.name, exc)
@@ -77,6 +95,22 @@ def _context(tick: Tick, release: Release, status: ReleaseStatus, ref: str) -> C
     return Context(variables, tick.stores.state_dir)
 
 
+def _job(
+    tick: Tick, release: Release, metric: JobMetric, context: Context, ref: str
+) -> Measurement | None:
+    """A ``job`` analysis's look at its Job (applied when it is not there)."""
+    try:
+        text = tick.sources.file_text(release, metric.manifest)
+        job = job_of(metric, text, context.variables, release, ref)
+        cluster = tick.snapshot.clusters.get(release.spec.cluster)
+        if cluster is None:
+            raise MetricError(f"clusters/{release.spec.cluster}.yaml: no such Cluster")
+        deployer = tick.deployer(cluster)
+    except (MetricError, ConvoyError) as exc:
+        return Measurement(tick.now, Judged.ERROR, None, str(exc))
+    return measure_job(deployer, job, tick.now)
+
+
 def next_measurement(tick: Tick, release: Release, status: ReleaseStatus) -> datetime | None:
     """When the next measurement of the render under verification is due (None: none is
     to come, or the verification has not begun: every object Current begins it, and that
@@ -88,7 +122,10 @@ def next_measurement(tick: Tick, release: Release, status: ReleaseStatus) -> dat
     record = MeasurementStore(tick.stores.state_dir).load(release.name)
     if record is None or record.render_ref != ref:
         return None
-    times = [next_due(a, record.of(a.name), record.started_at) for a in spec.analyses]
+    times = [
+        next_due(a, record.of(a.name), record.started_at, record.polled.get(a.name))
+        for a in spec.analyses
+    ]
     due = [t for t in times if t is not None]
     return min(due) if due else None
 
