@@ -142,6 +142,14 @@ def test_a_render_is_succeeded_once_count_measurements_succeed(
     assert endpoint.requests == 3
     assert s.reconcile("web", minutes=4).code == 0
     assert endpoint.requests == 3  # concluded: no more measurements
+    table = s.cli("history", "web").out.splitlines()
+    assert table[0].split()[-1] == "VERIFICATION"
+    cells = [r.split()[-1] if r.endswith(" -") else r.split()[-2] for r in table[1:]]
+    assert cells == ["-", "Running", "Successful"], table
+    phases = [
+        r["verification"] for r in json.loads(s.cli("history", "web", "--output", "json").out)
+    ]
+    assert [p.split()[0] if p else None for p in phases] == [None, "Running", "Successful"]
 
 
 def test_a_failed_measurement_beyond_the_limit_rolls_back(

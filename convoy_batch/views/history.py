@@ -27,6 +27,8 @@ class Change:
     message: str
     render: str | None
     revision: str | None
+    verification: str | None = None
+    """The status's verification at that commit: its phase and render (None: none)."""
 
     def row(self) -> dict[str, Any]:
         return {
@@ -38,6 +40,7 @@ class Change:
             "renderRef": self.render,
             "revision": self.revision,
             "commit": self.commit,
+            "verification": self.verification,
         }
 
 
@@ -79,9 +82,15 @@ def history(repo_path: Any, name: str) -> list[Change]:
                 message=message,
                 render=attempt.render_ref if attempt else None,
                 revision=attempt.revision if attempt else None,
+                verification=_verification(after),
             )
         )
     return changes
+
+
+def _verification(status: ReleaseStatus | None) -> str | None:
+    block = status.verification if status is not None else None
+    return f"{block.phase} {short_ref(block.render_ref)}" if block is not None else None
 
 
 def _retired(summary: str | bytes, fallback: str) -> tuple[str, str, str]:
@@ -105,17 +114,18 @@ def short_revision(revision: str | None) -> str:
 
 def lines(changes: list[Change]) -> list[str]:
     """A table a person reads: one line per status commit."""
+    verified = any(c.verification for c in changes)  # a column only where there is one
     rows = [("TIME", "STATE", "REASON", "RENDER", "REVISION", "COMMIT")]
+    rows[0] += ("VERIFICATION",) if verified else ()
     for c in changes:
-        rows.append(
-            (
-                c.time,
-                f"{c.before} -> {c.after}",
-                c.reason,
-                short_ref(c.render),
-                short_revision(c.revision),
-                c.commit[:12],
-            )
+        row = (
+            c.time,
+            f"{c.before} -> {c.after}",
+            c.reason,
+            short_ref(c.render),
+            short_revision(c.revision),
+            c.commit[:12],
         )
+        rows.append(row + ((c.verification or "-",) if verified else ()))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
