@@ -115,8 +115,8 @@ def short_revision(revision: str | None) -> str:
 def lines(changes: list[Change]) -> list[str]:
     """A table a person reads: one line per status commit."""
     verified = any(c.verification for c in changes)  # a column only where there is one
-    rows = [("TIME", "STATE", "REASON", "RENDER", "REVISION", "COMMIT")]
-    rows[0] += ("VERIFICATION",) if verified else ()
+    head: tuple[str, ...] = ("TIME", "STATE", "REASON", "RENDER", "REVISION", "COMMIT")
+    rows = [head + (("VERIFICATION",) if verified else ())]
     for c in changes:
         row = (
             c.time,
