@@ -554,13 +554,16 @@ class Analysis(Model):
 
 
 class Verification(Model):
-    analyses: tuple[Analysis, ...]
+    analyses: tuple[Analysis, ...] = ()
+    templates: tuple[Name, ...] = ()
+    """Analyses of the Release's Cluster (``spec.analyses``) by name: the operator's,
+    shared by the Releases on it (the snapshot adds them to ``analyses``)."""
 
     @model_validator(mode="after")
     def _unique(self) -> "Verification":
-        if not self.analyses:
-            raise ValueError("analyses: at least one analysis")
-        names = [a.name for a in self.analyses]
+        if not self.analyses and not self.templates:
+            raise ValueError("analyses: at least one analysis or template")
+        names = [a.name for a in self.analyses] + list(self.templates)
         if len(set(names)) != len(names):
             raise ValueError("analyses: two analyses have one name")
         return self
@@ -652,11 +655,14 @@ class ClusterSpec(Model):
     """Sync windows of every Release on the Cluster."""
     drift: Drift | None = None
     """Drift defaults of its Releases: its ``ignore`` rules apply with theirs."""
+    analyses: tuple[Analysis, ...] = ()
+    """Analyses its Releases name in ``verification.templates``."""
 
     @model_serializer(mode="wrap")
     def _checks_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = _unsaid_when_empty(handler(self), "healthChecks")
         data = _unsaid_when_empty(data, "drift")
+        data = _unsaid_when_empty(data, "analyses")
         return _unsaid_when_empty(data, "syncWindows")
 
     @model_validator(mode="after")

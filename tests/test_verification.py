@@ -559,3 +559,32 @@ def test_a_job_of_the_source_is_applied_once_per_render_and_its_end_is_the_measu
     assert rollout(s)["message"] == (
         "smoke: 1 of 1 measurements failed (failureLimit 0), last value Failed"
     )
+
+
+def test_a_release_uses_an_analysis_its_cluster_shares_by_name(
+    scenario: Scenario, endpoint: Endpoint
+) -> None:
+    s = scenario
+    shared = (
+        "  analyses:\n  - name: success-rate\n"
+        f"    provider: {{web: {{url: '{endpoint.url}', jsonPath: '$.data.ratio'}}}}\n"
+        "    successCondition: result >= 0.95\n    interval: 1m\n    count: 2\n"
+    )
+    cluster = (s.root / "clusters" / "staging.yaml").read_text()
+    s.commit({"clusters/staging.yaml": cluster.rstrip("\n") + "\n" + shared}, "shared")
+    s.app(spec_extra=FAILURE_POLICY + "  verification: {templates: [success-rate]}\n")
+    s.reconcile("web", minutes=0)
+    s.deployment_ready()
+    for minute in (1, 2):
+        assert s.reconcile("web", minutes=minute).code == 0
+    assert rollout(s)["state"] == "Succeeded"
+    assert endpoint.requests == 2
+
+    s.app(spec_extra=FAILURE_POLICY + "  verification: {templates: [latency]}\n")
+    result = s.reconcile("web", minutes=3)
+
+    assert result.code == 1
+    assert s.status()["lastAttempted"]["message"] == (
+        "releases/web.yaml: spec.verification.templates.0: 'latency' is not an analysis "
+        "of clusters/staging.yaml spec.analyses"
+    )

@@ -194,7 +194,7 @@ class GitOpsRepo:
                 f"{self.path}: commit {commit.hexsha[:12]} cannot be read: {one_line(str(exc))}"
             ) from None
         branch = None if head.is_detached else head.reference.name
-        releases = _dependencies_checked(releases)
+        releases = _templates_added(_dependencies_checked(releases), clusters)
         return GitOpsSnapshot(commit.hexsha, branch, releases, clusters, cluster_errors, sets)
 
     def last_version(self, name: str, head: str | None = None) -> "LastVersion | None":
@@ -465,6 +465,44 @@ def _matching(tree: git.Tree, pattern: str) -> list[str]:
     for segment in [p for p in pattern.strip("/").split("/") if p]:
         level = [sub for t in level for sub in t.trees if fnmatchcase(sub.name, segment)]
     return sorted(str(t.path) for t in level)
+
+
+def _templates_added(
+    releases: dict[str, ReleaseEntry], clusters: Mapping[str, Cluster]
+) -> dict[str, ReleaseEntry]:
+    """The entries, each Release's ``verification.templates`` added to its analyses from
+    its Cluster's ``spec.analyses``; a name the Cluster lacks (or a Cluster that cannot
+    be read) makes the Release invalid with a line naming the file and field."""
+    if not any(
+        e.release is not None and e.release.spec.verification is not None
+        and e.release.spec.verification.templates
+        for e in releases.values()
+    ):  # fmt: skip
+        return releases
+    added = dict(releases)
+    for name, entry in releases.items():
+        release = entry.release
+        verification = release.spec.verification if release is not None else None
+        if release is None or verification is None or not verification.templates:
+            continue
+        cluster = clusters.get(release.spec.cluster)
+        shared = {a.name: a for a in cluster.spec.analyses} if cluster is not None else {}
+        missing = [t for t in verification.templates if t not in shared]
+        if missing:
+            where = f"clusters/{release.spec.cluster}.yaml spec.analyses"
+            i = verification.templates.index(missing[0])
+            error = (
+                f"{entry.path}: spec.verification.templates.{i}: {missing[0]!r} is not an "
+                f"analysis of {where}"
+            )
+            added[name] = replace(entry, release=None, error=error)
+            continue
+        analyses = (*verification.analyses, *(shared[t] for t in verification.templates))
+        spec = release.spec.model_copy(
+            update={"verification": verification.model_copy(update={"analyses": analyses})}
+        )
+        added[name] = replace(entry, release=release.model_copy(update={"spec": spec}))
+    return added
 
 
 def _dependencies_checked(releases: dict[str, ReleaseEntry]) -> dict[str, ReleaseEntry]:
