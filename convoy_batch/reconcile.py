@@ -65,7 +65,7 @@ from convoy_batch.rollout import (
     pinned_plan,
     plan_rollout,
 )
-from convoy_batch.rollout.analysis import WAITING
+from convoy_batch.rollout.analysis import PROMOTED, WAITING
 from convoy_batch.rollout.due import health_snapshot
 from convoy_batch.rollout.status import with_note
 from convoy_batch.rollout.step import Step
@@ -243,6 +243,10 @@ def reconcile(
     writes = tick.writes(release.name, before_change)
     outcome, after = act(tick, release, status, inventory, decision, writes)
     waiting = waiting_for_verification(decision.plan, outcome)
+    promoted = decision.plan.verdict if decision.plan is not None else None
+    if promoted is not None and promoted.message.startswith(PROMOTED):
+        note = f"Promoted by a forced sync: {promoted.message.removeprefix(PROMOTED + ': ')}"
+        waiting = replace(waiting, note=f"{waiting.note}\n{note}" if waiting.note else note)
     if waiting is outcome and force_pending and outcome.reason == Reason.SYNCED:
         if outcome.written == 0:
             outcome = replace(outcome, message=FORCED_IN_SYNC)  # not an earlier sync's

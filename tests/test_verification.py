@@ -265,6 +265,10 @@ def test_an_inconclusive_verification_holds_until_a_forced_sync_promotes_it(
 
     assert rollout(s)["state"] == "Succeeded"
     assert "promoted by a forced sync" in s.status()["rollout"]["message"]
+    assert str(s.repo.head.commit.message).rstrip("\n").endswith(
+        "\n\nPromoted by a forced sync: success-rate: 1 of 1 measurements inconclusive "
+        "(inconclusiveLimit 0), last value 0.8"
+    )
 
 
 @pytest.mark.parametrize(
@@ -588,3 +592,23 @@ def test_a_release_uses_an_analysis_its_cluster_shares_by_name(
         "releases/web.yaml: spec.verification.templates.0: 'latency' is not an analysis "
         "of clusters/staging.yaml spec.analyses"
     )
+
+
+def test_time_in_error_does_not_count_against_the_progress_deadline(
+    scenario: Scenario, endpoint: Endpoint
+) -> None:
+    s = scenario
+    s.app(spec_extra=verification(endpoint.url))  # progressDeadline: 10m, from minute 0
+    s.reconcile("web", minutes=0)
+    s.deployment_ready()
+    endpoint.status = 503
+    for minute in range(1, 13):  # 11 minutes of errors: measured every minute
+        assert s.reconcile("web", minutes=minute).code == 0
+    endpoint.status = 200
+    for minute in (13, 14):  # past 10m, but 11m of it was an outage: still waiting
+        assert s.reconcile("web", minutes=minute).code == 0
+        assert rollout(s)["state"] == "Progressing", s.status()["lastAttempted"]
+
+    assert s.reconcile("web", minutes=15).code == 0
+
+    assert rollout(s)["state"] == "Succeeded"

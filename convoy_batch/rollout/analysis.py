@@ -15,7 +15,7 @@ else Inconclusive when one is, else Successful when all are, else Running.
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from convoy_batch.models import (
@@ -131,6 +131,26 @@ def verify(
     )
 
 
+def time_in_error(measurements: Mapping[str, Sequence[Measurement]], now: datetime) -> timedelta:
+    """How long, all told, the latest measurement of an analysis was an error: from an
+    error to the next measurement that was not, or to ``now`` (the longest of the
+    analyses'): an observer outage, which the progress deadline does not count."""
+    longest = timedelta(0)
+    for ms in measurements.values():
+        total, since = timedelta(0), None
+        for m in ms:
+            erred = m.judged == Judged.ERROR
+            if erred and since is None:
+                since = m.at
+            elif not erred and since is not None:
+                total += m.at - since
+                since = None
+        if since is not None:
+            total += now - since
+        longest = max(longest, total)
+    return longest
+
+
 def in_error(measurements: Mapping[str, Sequence[Measurement]]) -> bool:
     """The latest measurement of some analysis erred: an observer outage, during which
     the progress deadline does not run out."""
@@ -147,9 +167,13 @@ class Verified:
     """The latest measurement of an analysis erred (see :func:`in_error`)."""
     promote: bool = False
     """A forced sync promotes an Inconclusive verification."""
+    error_time: timedelta = timedelta(0)
+    """How long the latest measurement has been an error, all told (see
+    :func:`time_in_error`): the progress deadline is that much later."""
 
 
 WAITING = "waiting for verification"
+PROMOTED = "promoted by a forced sync"
 
 
 def judge(
@@ -172,7 +196,7 @@ def judge(
     if phase == AnalysisPhase.FAILED:
         return VerdictResult(Verdict.UNHEALTHY, Reason.VERIFICATION_FAILED, message)
     if phase == AnalysisPhase.INCONCLUSIVE and verified is not None and verified.promote:
-        return VerdictResult(Verdict.HEALTHY, message=f"promoted by a forced sync: {message}")
+        return VerdictResult(Verdict.HEALTHY, message=f"{PROMOTED}: {message}")
     if deadline_passed and not (verified is not None and verified.erring):
         cause = Reason.PROGRESS_DEADLINE_EXCEEDED
         return VerdictResult(Verdict.UNHEALTHY, cause, f"verification by the deadline: {message}")

@@ -6,7 +6,7 @@ and ``now``; it returns a frozen plan and never mutates its inputs.
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from convoy_batch.models import (
@@ -190,7 +190,11 @@ def render_verdict(
     start = deadline_start(status, render_ref)
     deadline = policy.progress_deadline if policy is not None else None
     result = verdict(entries, render_ref, start, deadline, now)
-    passed = start is not None and deadline is not None and deadline_passed(start, deadline, now)
+    # Time while the latest measurement was an error does not count (an observer outage).
+    held = verified.error_time if verified is not None else timedelta(0)
+    passed = (
+        start is not None and deadline is not None and deadline_passed(start, deadline + held, now)
+    )
     return judge(result, spec.verification, verified, passed)
 
 

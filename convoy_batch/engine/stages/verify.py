@@ -27,6 +27,7 @@ from convoy_batch.rollout.analysis import (
     Verified,
     in_error,
     next_due,
+    time_in_error,
     verify,
 )
 from convoy_batch.rollout.verdict import entries_healthy
@@ -141,7 +142,12 @@ def verified(tick: Tick, release: Release, status: ReleaseStatus, promote: bool)
     if record is None or record.render_ref != ref:
         return Verified(None, promote=promote)
     measurements = record.all()
-    return Verified(verify(spec, ref, measurements), in_error(measurements), promote)
+    return Verified(
+        verify(spec, ref, measurements),
+        in_error(measurements),
+        promote,
+        time_in_error(measurements, tick.now),
+    )
 
 
 def status_block(
