@@ -265,9 +265,13 @@ def test_an_inconclusive_verification_holds_until_a_forced_sync_promotes_it(
 
     assert rollout(s)["state"] == "Succeeded"
     assert "promoted by a forced sync" in s.status()["rollout"]["message"]
-    assert str(s.repo.head.commit.message).rstrip("\n").endswith(
-        "\n\nPromoted by a forced sync: success-rate: 1 of 1 measurements inconclusive "
-        "(inconclusiveLimit 0), last value 0.8"
+    assert (
+        str(s.repo.head.commit.message)
+        .rstrip("\n")
+        .endswith(
+            "\n\nPromoted by a forced sync: success-rate: 1 of 1 measurements inconclusive "
+            "(inconclusiveLimit 0), last value 0.8"
+        )
     )
 
 
@@ -612,3 +616,22 @@ def test_time_in_error_does_not_count_against_the_progress_deadline(
     assert s.reconcile("web", minutes=15).code == 0
 
     assert rollout(s)["state"] == "Succeeded"
+
+
+def test_the_dagster_view_carries_the_verification(scenario: Scenario, endpoint: Endpoint) -> None:
+    from convoy_batch.assets import outcome_metadata
+    from convoy_batch.ticks.runner import run_tick
+
+    s = scenario
+    s.app(spec_extra=verification(endpoint.url))
+    s.reconcile("web", minutes=0)
+    s.deployment_ready()
+
+    report = run_tick(s.root, s.state, T0 + timedelta(minutes=1), ["web"])
+
+    shown = outcome_metadata(next(h for h in report.handled if h.name == "web"))
+    assert shown["reason"] == "WaitingForVerification"
+    ref = s.status()["rollout"]["renderRef"].removeprefix("sha256:")[:12]
+    assert shown["verification"] == (
+        f"verification Running ({ref}): success-rate: Running, 3 measurements to conclude"
+    )
