@@ -173,7 +173,7 @@ def test_a_failed_measurement_beyond_the_limit_rolls_back(
     assert rollout(s)["state"] == "RolledBack"
     assert rollout(s)["reason"] == "VerificationFailed"
     assert rollout(s)["message"] == (
-        "success-rate: 1 of 1 measurements failed (failureLimit 0), last value 0.5"
+        "success-rate: 1 of 1 measurements failed (failureLimit 0), failed values 0.5"
     )
     assert s.status()["lastHealthy"]["renderRef"] == healthy
     live = s.live("web", "deployment.apps", "web")
@@ -389,7 +389,7 @@ def test_a_prometheus_query_verifies_a_render_and_a_failing_one_rolls_back(
     assert rollout(s)["state"] == "RolledBack"
     assert rollout(s)["reason"] == "VerificationFailed"
     assert rollout(s)["message"] == (
-        "success-rate: 1 of 1 measurements failed (failureLimit 0), last value [0.5]"
+        "success-rate: 1 of 1 measurements failed (failureLimit 0), failed values [0.5]"
     )
     assert s.status()["lastHealthy"]["renderRef"] == healthy
 
@@ -565,7 +565,7 @@ def test_a_job_of_the_source_is_applied_once_per_render_and_its_end_is_the_measu
 
     assert (rollout(s)["state"], rollout(s)["reason"]) == ("RolledBack", "VerificationFailed")
     assert rollout(s)["message"] == (
-        "smoke: 1 of 1 measurements failed (failureLimit 0), last value Failed"
+        "smoke: 1 of 1 measurements failed (failureLimit 0), failed values Failed"
     )
 
 
