@@ -61,10 +61,10 @@ def conclude(analysis: Analysis, measurements: Sequence[Measurement]) -> Analysi
     failed, inconclusive = count[Judged.FAILED], count[Judged.INCONCLUSIVE]
     if failed > analysis.failure_limit:
         phase = AnalysisPhase.FAILED
-        values = ", ".join(str(m.value) for m in measurements if m.judged == Judged.FAILED)
+        shown = ", ".join(str(m.value) for m in measurements if m.judged == Judged.FAILED)
         message = (
             f"{analysis.name}: {failed} of {judged} measurements failed "
-            f"(failureLimit {analysis.failure_limit}), failed values {values}"
+            f"(failureLimit {analysis.failure_limit}), failed values {shown}"
         )
     elif inconclusive > analysis.inconclusive_limit:
         phase = AnalysisPhase.INCONCLUSIVE
