@@ -7,7 +7,6 @@ import base64
 import hashlib
 import json
 import os
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -23,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.renderer_tools import installed
 
 _STARTUP_S = 20.0
 _PATH = os.environ.get("PATH", os.defpath)  # the machine's, before a test narrows it
@@ -117,13 +118,7 @@ class HttpChartRepo:
 
 def docker_registry() -> str:
     """Debian's ``docker-registry``; skips without it, or fails under CI."""
-    found = shutil.which("docker-registry", path=_PATH)
-    if found is None:
-        reason = "no docker-registry (Debian's package of the distribution registry)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return found
+    return installed("docker-registry", "Debian's package of the distribution registry")
 
 
 class OciRegistry:

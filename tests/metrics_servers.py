@@ -4,8 +4,6 @@ scraping it every second. Each is started by the test and stopped after it; with
 ``prometheus`` binary the tests skip, or fail under ``CI=true``."""
 
 import json
-import os
-import shutil
 import subprocess
 import threading
 import time
@@ -19,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.chart_servers import free_port
+from tests.renderer_tools import installed
 
 GAUGE = "http_success_ratio"
 
@@ -58,13 +57,8 @@ class Exporter:
 
 
 def prometheus_binary() -> str:
-    found = shutil.which("prometheus")
-    if found is None:
-        reason = "no prometheus (Debian's prometheus package: make test installs it)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return found
+    """Debian's ``prometheus``; skips without it, or fails under CI."""
+    return installed("prometheus", "Debian's prometheus package")
 
 
 class Prometheus:

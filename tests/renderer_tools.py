@@ -45,6 +45,18 @@ def _tool(command: str, what: str) -> str:
     return path
 
 
+def installed(name: str, what: str) -> str:
+    """The path of the machine's ``name`` (a Debian package ``make test`` installs);
+    skips without it, or fails under CI."""
+    found = shutil.which(name, path=_PATH)
+    if found is None:
+        reason = f"no {name} ({what}: make test installs it)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return found
+
+
 def debian_kubectl() -> str:
     """The path of Debian's kubectl 1.20, the test API server's version (fetched once into
     the cache); skips without it, or fails under CI."""

@@ -40,11 +40,16 @@ from convoy_batch.state.files import (
 log = logging.getLogger("convoy_batch")
 
 
-class Intent(Model):
+class Record(Model):
+    """A record of one Release in a folder of the state directory (:class:`RecordStore`)."""
+
+    release: str
+
+
+class Intent(Record):
     """What a tick decided for one Release before it changed the cluster."""
 
     format: Literal[1] = 1
-    release: str
     cluster: str
     step: Step
     status: ReleaseStatus
@@ -53,11 +58,10 @@ class Intent(Model):
     """Its commit message."""
 
 
-class Retiring(Model):
+class Retiring(Record):
     """What a tick decided for a removed Release before it changed the cluster."""
 
     format: Literal[1] = 1
-    release: str
     cluster: str | None
     """None: unknown (an Orphan that ``--orphan`` asked for)."""
     fate: Literal["Delete", "Orphan", "Adopted"]
@@ -71,7 +75,7 @@ class Retiring(Model):
     """The objects a Delete leaves in place (decided with it, spared by every try)."""
 
 
-R = TypeVar("R", Intent, Retiring)
+R = TypeVar("R", bound=Record)
 
 
 class RecordStore(Generic[R]):

@@ -6,26 +6,15 @@ a killed tick never measures twice for one interval, and a measurement is never 
 once it counted. One record per Release, for one render: a new render starts a new one.
 """
 
-import json
-import logging
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
-from convoy_batch.errors import StateFailed
-from convoy_batch.models import Model, Time, parse_model
+from convoy_batch.models import Model, Time
 from convoy_batch.rollout.analysis import Judged, Measurement
-from convoy_batch.state.files import (
-    atomic_write,
-    check_release_name,
-    os_problem,
-    read_file,
-    real_root,
-)
-
-log = logging.getLogger("convoy_batch")
+from convoy_batch.state.intents import Record, RecordStore
 
 ERRORS_KEPT = 20
 """Errors kept per analysis (the oldest dropped first); judged measurements are all kept:
@@ -39,9 +28,8 @@ class Kept(Model):
     message: str = ""
 
 
-class Measurements(Model):
+class Measurements(Record):
     format: Literal[1] = 1
-    release: str
     render_ref: str
     started_at: Time
     """When every object of the render was first seen Current: ``initialDelay`` runs
@@ -77,31 +65,9 @@ def begun(release: str, render_ref: str, now: datetime) -> Measurements:
     return Measurements(release=release, render_ref=render_ref, started_at=now)
 
 
-class MeasurementStore:
+class MeasurementStore(RecordStore[Measurements]):
+    """``<state>/measurements/<release>.json``: one record per Release; one that cannot
+    be read is reported and dropped (the verification begins again)."""
+
     def __init__(self, state_dir: Path) -> None:
-        self.root = Path(state_dir) / "measurements"
-        self._state = real_root(state_dir)
-
-    def path(self, release: str) -> Path:
-        return self.root / f"{check_release_name(release)}.json"
-
-    def save(self, record: Measurements) -> None:
-        data = json.dumps(record.dump(), separators=(",", ":"), ensure_ascii=False)
-        path = self.path(record.release)
-        try:
-            atomic_write(path, data.encode(), root=self._state)
-        except OSError as exc:
-            raise StateFailed(os_problem(path, exc)) from None
-
-    def load(self, release: str) -> Measurements | None:
-        """The record of ``release`` (None: none, or unreadable, which is reported: the
-        verification begins again)."""
-        path = self.path(release)
-        try:
-            raw = read_file(path, self._state)
-            if raw is None:
-                return None
-            return parse_model(Measurements, json.loads(raw), str(path))
-        except (OSError, ValueError, StateFailed) as exc:
-            log.warning("%s: unreadable measurements, verification begins again: %s", path, exc)
-            return None
+        super().__init__(state_dir, "measurements", Measurements)

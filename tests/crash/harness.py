@@ -567,3 +567,66 @@ def every_point(
     if failures:
         summary = f"{len(failures)} of {len(points)} {kind} points did not converge"
         pytest.fail(summary + ":\n\n" + "\n\n".join(failures), pytrace=False)
+
+
+# --- a world of one interesting tick -------------------------------------------------------
+
+
+@dataclass(repr=False)
+class TickWorld:
+    """A world one tick (at ``minute``) before its interesting moment, and how the run
+    without a crash ended: that tick (its calls recorded), then plain ticks at
+    ``follow``."""
+
+    template: Path  # repo/ and state/ before the tick
+    reference: Path  # the run without a crash
+    snapshot: "Snapshot"
+    last_code: int
+    counts: dict[str, int]
+    minute: float
+    follow: tuple[float, ...]
+    cases: Path
+
+    def __repr__(self) -> str:
+        return f"TickWorld(calls {self.counts})"
+
+
+def tick_world(base: Path, shim: Path, minute: float, follow: tuple[float, ...]) -> TickWorld:
+    """The run without a crash of the world built in ``base/template``."""
+    template, reference = base / "template", base / "reference"
+    shutil.copytree(template, reference, symlinks=True)
+    record = run_tick(reference, minute, shim=shim)
+    assert record.code == 0, f"the tick without a crash failed:\n{record.err}"
+    after = [run_tick(reference, m) for m in follow]
+    problems = fsck(reference / "repo") + person_commits(reference / "repo")
+    assert not problems, f"the run without a crash: {problems}"
+    return TickWorld(
+        template, reference, snapshot(reference), after[-1].code, count_events(record.events),
+        minute, follow, base / "cases",
+    )  # fmt: skip
+
+
+def converged_case(
+    world: TickWorld,
+    shim: Path,
+    kind: str,
+    n: int,
+    checks: Callable[[Path], list[str]] = lambda case: [],
+) -> str | None:
+    """The world's tick killed at call ``n`` of ``kind`` in a copy of the world, plain
+    ticks after it, then :func:`compare`, ``checks`` (more, of the case's folder), no
+    traceback and :func:`settled_problems`: None when it converged, else the report."""
+    with case_dir(world.template, world.cases / f"{kind}-{n}") as case:
+        crash = run_tick(case, world.minute, shim=shim, kind=kind, n=n)
+        after = [run_tick(case, minutes) for minutes in world.follow]
+        problems = compare(world.snapshot, snapshot(case)) + checks(case)
+        for minutes, run in zip(world.follow, after, strict=True):
+            if "Traceback" in run.err:
+                problems.append(f"the tick at minute {minutes}: {last_words(run.err)}")
+        problems += settled_problems(case, after[-1], world.last_code, int(world.follow[-1]))
+        prefix = f"{case}/"
+    if not problems:
+        return None
+    where = f"crashed at: {crash.hit}" if crash.hit else f"no crash (exit {crash.code})"
+    head = f"{kind} #{n} of {world.counts[kind]}, {where}"
+    return (head + "".join(f"\n    - {p}" for p in problems)).replace(prefix, "")

@@ -23,7 +23,6 @@ By default a sample of each kind's calls (``CONVOY_CRASH_SAMPLE``, 12), every ca
 ``CONVOY_CRASH_ALL=1``; kinds rename, write and unlink, four cases at a time.
 """
 
-import shutil
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -112,32 +111,19 @@ def deleted_subjects(repo: Path) -> list[str]:
     return [s for s in log.splitlines() if s.startswith(f"{LEAVING}: ") and "-> Deleted" in s]
 
 
-@dataclass(repr=False)
+@dataclass(frozen=True)
 class SetWorld:
-    template: Path
-    reference: h.Snapshot
-    objects: dict[str, Any]
-    subject: str
-    last_code: int
-    counts: dict[str, int]
-    cases: Path
-
-    def __repr__(self) -> str:
-        return f"SetWorld(calls {self.counts})"
+    tick: h.TickWorld
+    objects: dict[str, Any]  # every directory cluster's, at the end of the run
+    subject: str  # the leaving member's Deleted commit
 
 
 @pytest.fixture(scope="module")
 def set_world(shim: Path, tmp_path_factory: pytest.TempPathFactory) -> SetWorld:
     base = tmp_path_factory.mktemp("releaseset")
-    template = base / "template"
-    build_set_world(template)
-
-    reference = base / "reference"
-    shutil.copytree(template, reference, symlinks=True)
-    record = h.run_tick(reference, SET_MINUTE, shim=shim)
-    assert record.code == 0, f"the tick without a crash failed:\n{record.err}"
-    follow = [h.run_tick(reference, m) for m in FOLLOW_MINUTES]
-    snap, objects = h.snapshot(reference), live_objects(reference)
+    build_set_world(base / "template")
+    world = h.tick_world(base, shim, SET_MINUTE, FOLLOW_MINUTES)
+    snap, objects = world.snapshot, live_objects(world.reference)
     # The tick does what the world is for.
     members = snap.raw_statuses["web"]["releaseSet"]["members"]
     assert [m["name"] for m in members] == ["web-a1", "web-a2", "web-a4"]
@@ -145,48 +131,27 @@ def set_world(shim: Path, tmp_path_factory: pytest.TempPathFactory) -> SetWorld:
     assert not any(rel.startswith("a3/") for rel in objects)
     assert "example/web-a4:2.0" in str(objects["a4/web/deployment.apps/web-a4.yaml"])
     assert "example/web-a1:2.0" in str(objects["a1/web/deployment.apps/web-a1.yaml"])
-    subjects = deleted_subjects(reference / "repo")
+    subjects = deleted_subjects(world.reference / "repo")
     assert len(subjects) == 1, subjects
-    problems = h.fsck(reference / "repo") + h.person_commits(reference / "repo")
-    assert not problems, f"the run without a crash: {problems}"
-    return SetWorld(
-        template,
-        snap,
-        objects,
-        subjects[0],
-        follow[-1].code,
-        h.count_events(record.events),
-        base / "cases",
-    )
+    return SetWorld(world, objects, subjects[0])
 
 
-def set_case(world: SetWorld, shim: Path, kind: str, n: int) -> str | None:
-    """One crash point; None when it converged, else the report of what differed."""
-    with h.case_dir(world.template, world.cases / f"{kind}-{n}") as case:
-        crash = h.run_tick(case, SET_MINUTE, shim=shim, kind=kind, n=n)
-        follow = [h.run_tick(case, minutes) for minutes in FOLLOW_MINUTES]
-        problems = h.compare(world.reference, h.snapshot(case))
-        problems += h._differences("cluster objects", world.objects, live_objects(case))
-        subjects = deleted_subjects(case / "repo")
-        if subjects != [world.subject]:
-            problems.append(f"Deleted commits of {LEAVING}: {subjects}")
-        for minutes, run in zip(FOLLOW_MINUTES, follow, strict=True):
-            if "Traceback" in run.err:
-                problems.append(f"the tick at minute {minutes}: {h.last_words(run.err)}")
-        problems += h.settled_problems(case, follow[-1], world.last_code, FOLLOW_MINUTES[-1])
-        prefix = f"{case}/"
-    if not problems:
-        return None
-    where = f"crashed at: {crash.hit}" if crash.hit else f"no crash (exit {crash.code})"
-    head = f"{kind} #{n} of {world.counts[kind]}, {where}"
-    return (head + "".join(f"\n    - {p}" for p in problems)).replace(prefix, "")
+def set_checks(world: SetWorld, case: Path) -> list[str]:
+    """Every cluster's objects as without a crash, and one Deleted commit of the member."""
+    problems = h._differences("cluster objects", world.objects, live_objects(case))
+    subjects = deleted_subjects(case / "repo")
+    if subjects != [world.subject]:
+        problems.append(f"Deleted commits of {LEAVING}: {subjects}")
+    return problems
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_plain_ticks_converge_after_a_crash_in_a_set_s_tick(
     kind: str, set_world: SetWorld, shim: Path
 ) -> None:
-    total = set_world.counts[kind]
+    total = set_world.tick.counts[kind]
     assert total > 0, f"the tick made no {kind} call: the injector sees nothing"
     points = chosen_points(kind, total)
-    h.every_point(kind, points, partial(set_case, set_world, shim, kind), parallel=True)
+    checks = partial(set_checks, set_world)
+    case = partial(h.converged_case, set_world.tick, shim, kind, checks=checks)
+    h.every_point(kind, points, case, parallel=True)

@@ -13,9 +13,7 @@ store equal the run without a crash's; the last tick's exit code; ``git fsck``; 
 untracked; a person's ``git commit -am x`` changes no status; no traceback.
 """
 
-import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -43,18 +41,6 @@ def build_verified_world(base: Path, url: str) -> None:
     s.repo.close()
 
 
-@dataclass(repr=False)
-class VerifiedWorld:
-    template: Path
-    reference: h.Snapshot
-    last_code: int
-    counts: dict[str, int]
-    cases: Path
-
-    def __repr__(self) -> str:
-        return f"VerifiedWorld(calls {self.counts})"
-
-
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[Endpoint]:
     e = Endpoint()
@@ -65,49 +51,23 @@ def endpoint() -> Iterator[Endpoint]:
 @pytest.fixture(scope="module")
 def verified_world(
     shim: Path, endpoint: Endpoint, tmp_path_factory: pytest.TempPathFactory
-) -> VerifiedWorld:
+) -> h.TickWorld:
     base = tmp_path_factory.mktemp("verified")
-    template = base / "template"
-    build_verified_world(template, endpoint.url)
-    reference = base / "reference"
-    shutil.copytree(template, reference, symlinks=True)
-    record = h.run_tick(reference, VERIFY_MINUTE, shim=shim)
-    assert record.code == 0, f"the tick without a crash failed:\n{record.err}"
-    follow = [h.run_tick(reference, m) for m in FOLLOW_MINUTES]
-    snap = h.snapshot(reference)
-    status = snap.raw_statuses["web"]
+    build_verified_world(base / "template", endpoint.url)
+    world = h.tick_world(base, shim, VERIFY_MINUTE, FOLLOW_MINUTES)
+    status = world.snapshot.raw_statuses["web"]
     assert status["rollout"]["state"] == "Succeeded"
     assert status["verification"]["phase"] == "Successful"
-    assert (reference / "state" / "measurements" / "web.json").is_file()
-    problems = h.fsck(reference / "repo") + h.person_commits(reference / "repo")
-    assert not problems, f"the run without a crash: {problems}"
-    return VerifiedWorld(
-        template, snap, follow[-1].code, h.count_events(record.events), base / "cases"
-    )
-
-
-def verified_case(world: VerifiedWorld, shim: Path, kind: str, n: int) -> str | None:
-    with h.case_dir(world.template, world.cases / f"{kind}-{n}") as case:
-        crash = h.run_tick(case, VERIFY_MINUTE, shim=shim, kind=kind, n=n)
-        follow = [h.run_tick(case, minutes) for minutes in FOLLOW_MINUTES]
-        problems = h.compare(world.reference, h.snapshot(case))
-        for minutes, run in zip(FOLLOW_MINUTES, follow, strict=True):
-            if "Traceback" in run.err:
-                problems.append(f"the tick at minute {minutes}: {h.last_words(run.err)}")
-        problems += h.settled_problems(case, follow[-1], world.last_code, FOLLOW_MINUTES[-1])
-        prefix = f"{case}/"
-    if not problems:
-        return None
-    where = f"crashed at: {crash.hit}" if crash.hit else f"no crash (exit {crash.code})"
-    head = f"{kind} #{n} of {world.counts[kind]}, {where}"
-    return (head + "".join(f"\n    - {p}" for p in problems)).replace(prefix, "")
+    assert (world.reference / "state" / "measurements" / "web.json").is_file()
+    return world
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_plain_ticks_converge_after_a_crash_in_a_verification(
-    kind: str, verified_world: VerifiedWorld, shim: Path
+    kind: str, verified_world: h.TickWorld, shim: Path
 ) -> None:
     total = verified_world.counts[kind]
     assert total > 0, f"the tick made no {kind} call: the injector sees nothing"
     points = chosen_points(kind, total)
-    h.every_point(kind, points, partial(verified_case, verified_world, shim, kind), parallel=True)
+    case = partial(h.converged_case, verified_world, shim, kind)
+    h.every_point(kind, points, case, parallel=True)

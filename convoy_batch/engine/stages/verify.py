@@ -18,6 +18,7 @@ from convoy_batch.models import (
     ReleaseInventory,
     ReleaseStatus,
     RolloutState,
+    Verification,
     VerificationStatus,
 )
 from convoy_batch.renderers.pipeline import variables_for
@@ -31,7 +32,7 @@ from convoy_batch.rollout.analysis import (
     verify,
 )
 from convoy_batch.rollout.verdict import entries_healthy
-from convoy_batch.state.measurements import MeasurementStore, begun, polling
+from convoy_batch.state.measurements import Measurements, MeasurementStore, begun, polling
 
 log = logging.getLogger("convoy_batch")
 
@@ -112,16 +113,28 @@ def _job(
     return measure_job(deployer, job, tick.now)
 
 
-def next_measurement(tick: Tick, release: Release, status: ReleaseStatus) -> datetime | None:
-    """When the next measurement of the render under verification is due (None: none is
-    to come, or the verification has not begun: every object Current begins it, and that
-    is a change of health, which wakes the Release anyway)."""
+def _kept(
+    tick: Tick, release: Release, status: ReleaseStatus
+) -> tuple[Verification, str, Measurements | None] | None:
+    """The verification under way, its render, and the measurements kept of that render
+    (None: a record of another render, or none); None: nothing to verify."""
     ref = verifying(release, status)
     spec = release.spec.verification
     if ref is None or spec is None:
         return None
     record = MeasurementStore(tick.stores.state_dir).load(release.name)
-    if record is None or record.render_ref != ref:
+    return spec, ref, record if record is not None and record.render_ref == ref else None
+
+
+def next_measurement(tick: Tick, release: Release, status: ReleaseStatus) -> datetime | None:
+    """When the next measurement of the render under verification is due (None: none is
+    to come, or the verification has not begun: every object Current begins it, and that
+    is a change of health, which wakes the Release anyway)."""
+    kept = _kept(tick, release, status)
+    if kept is None:
+        return None
+    spec, _, record = kept
+    if record is None:
         return None
     times = [
         next_due(a, record.of(a.name), record.started_at, record.polled.get(a.name))
@@ -134,12 +147,11 @@ def next_measurement(tick: Tick, release: Release, status: ReleaseStatus) -> dat
 def verified(tick: Tick, release: Release, status: ReleaseStatus, promote: bool) -> Verified | None:
     """What the kept measurements say of the render under way (None: no verification;
     a :class:`Verified` without status: not begun)."""
-    ref = verifying(release, status)
-    spec = release.spec.verification
-    if ref is None or spec is None:
+    kept = _kept(tick, release, status)
+    if kept is None:
         return None
-    record = MeasurementStore(tick.stores.state_dir).load(release.name)
-    if record is None or record.render_ref != ref:
+    spec, ref, record = kept
+    if record is None:
         return Verified(None, promote=promote)
     measurements = record.all()
     return Verified(
