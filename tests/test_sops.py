@@ -4,7 +4,6 @@ the state directory, no git object, no output of any command and no notification
 its plaintext; every failure is one RenderFailed line before any request."""
 
 import base64
-import os
 import shutil
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import pytest
 from convoy_batch.renderers import process
 from convoy_batch.renderers.sops import sops_path
 from tests.receiver import Receiver
+from tests.renderer_tools import installed
 from tests.scenario import CONFIGMAP, DEPLOYMENT, FAILURE_POLICY, Scenario
 from tests.test_notify import alert_yaml, generic, providers
 
@@ -26,13 +26,7 @@ SECRETS = (PASSWORD, TOKEN)
 
 def _needed(tool: str) -> str:
     """The path of ``tool`` (Debian's age); skips without it, or fails under CI."""
-    found = shutil.which(tool)
-    if found is None:
-        reason = f"no {tool} (apt-get install age)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return found
+    return installed(tool, "Debian's age package")
 
 
 def age_key(folder: Path, name: str) -> str:
