@@ -82,6 +82,14 @@ def test_revision_is_the_last_commit_that_changed_the_path(
     assert fetch(gitops, tmp_path / "s", release("apps/api")).revision != removed
 
 
+def test_a_status_commit_is_no_revision_of_a_source(gitops: git.Repo, tmp_path: Path) -> None:
+    # The repository root holds status/: its revision is the last commit that changed
+    # anything else, so the statuses a tick commits never look like a source change.
+    changed = commit_files(gitops, {"apps/api/x.yaml": CM.format(name="x2")})
+    commit_files(gitops, {"status/web.yaml": "{}"})
+    assert fetch(gitops, tmp_path / "s", release(".")).revision == changed
+
+
 def test_revision_through_a_merge_matches_git_log_of_the_path(
     gitops: git.Repo, tmp_path: Path
 ) -> None:

@@ -280,7 +280,8 @@ class SourceResolver:
     def _last_change(self, url: str | None, commit: git.Commit, path: str) -> str:
         key = (url, commit.hexsha)
         if key not in self._logs:
-            self._logs[key] = _ChangeLog(str(self._repos[url].git_dir), commit.hexsha)
+            skip = (STATUS_FOLDER,) if url is None else ()
+            self._logs[key] = _ChangeLog(str(self._repos[url].git_dir), commit.hexsha, skip)
         # A shallow history may end before the path's first commit: the commit itself.
         return self._logs[key].last_change(path) or commit.hexsha
 
@@ -384,6 +385,8 @@ class _Flat:
 _Files = tuple[tuple[str, git.Blob], ...]
 
 CONTROL_FOLDERS = ("alerts/", "clusters/", "releases/", "status/")
+STATUS_FOLDER = "status"
+"""Where the ticks commit statuses: no source's revision is a status commit."""
 """Folders of the GitOps repository that a renderer neither reads nor is keyed on: a
 status commit does not make every rendered Release render again."""
 
@@ -466,14 +469,19 @@ def _text(blob: git.Blob, path: str) -> str:
 
 class _ChangeLog:
     """``git log --name-only`` from one commit, read lazily and shared by every path:
-    the first commit seen that touched a path or a file under it."""
+    the first commit seen that touched a path or a file under it. ``skip``: folders
+    whose commits are not changes of any source (the GitOps repository's ``status/``,
+    where every tick commits: a log that listed them would read one commit per status
+    change of the fleet before it reached an app's)."""
 
-    def __init__(self, git_dir: str, commit: str) -> None:
+    def __init__(self, git_dir: str, commit: str, skip: tuple[str, ...] = ()) -> None:
         config = ("log.showRoot=true", "log.showSignature=false", "diff.relative=false")
         command = ["git", "--git-dir", git_dir]
         command += [arg for setting in config for arg in ("-c", setting)]
         command += ["log", "-z", "--no-color", "--name-only", "--no-renames"]
         command += ["--format=%x01%H", commit, "--"]
+        if skip:  # git prunes the commits that touch only these: they are never listed
+            command += [".", *(f":(exclude){folder}" for folder in skip)]
         self._process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self._finalizer = weakref.finalize(self, _end, self._process)
         assert self._process.stdout is not None
