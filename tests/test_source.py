@@ -2,6 +2,7 @@
 paths that leave the repository. Real git repositories in tmp_path."""
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,37 @@ def test_a_status_commit_is_no_revision_of_a_source(gitops: git.Repo, tmp_path: 
     changed = commit_files(gitops, {"apps/api/x.yaml": CM.format(name="x2")})
     commit_files(gitops, {"status/web.yaml": "{}"})
     assert fetch(gitops, tmp_path / "s", release(".")).revision == changed
+
+
+def test_last_changes_remembered_across_ticks_hold_until_a_commit_changes_the_path(
+    gitops: git.Repo, tmp_path: Path
+) -> None:
+    state = tmp_path / "s"
+
+    def revisions(*paths: str) -> dict[str, str]:
+        resolver = SourceResolver(GitOpsRepo(Path(gitops.working_tree_dir or "")), state)
+        try:
+            return {p: resolver.fetch(release(p)).revision for p in paths}
+        finally:
+            resolver.close()  # a tick's end: what it learnt is kept
+
+    first = gitops.head.commit.hexsha
+    assert revisions("apps/web", "apps/api") == {"apps/web": first, "apps/api": first}
+    assert (state / "cache" / "last-change.json").is_file()
+    changed = commit_files(gitops, {"apps/api/x.yaml": CM.format(name="x2")})
+    commit_files(gitops, {"status/web.yaml": "{}"})
+    assert revisions("apps/web", "apps/api") == {"apps/web": first, "apps/api": changed}
+    # Rewritten history (a commit that does not descend from the remembered one).
+    gitops.git.reset("-q", "--hard", first)
+    again = commit_files(gitops, {"apps/web/b.yaml": CM.format(name="b3")})
+    assert revisions("apps/web", "apps/api") == {"apps/web": again, "apps/api": first}
+    assert revisions("apps/web") == {"apps/web": again}
+    # What is remembered is what a tick answers (no log is read for it).
+    head = gitops.head.commit.hexsha
+    cache = state / "cache" / "last-change.json"
+    assert json.loads(cache.read_text())["commit"] == head
+    cache.write_text(json.dumps({"format": 1, "commit": head, "paths": {"apps/web": "f" * 40}}))
+    assert revisions("apps/web") == {"apps/web": "f" * 40}
 
 
 def test_revision_through_a_merge_matches_git_log_of_the_path(

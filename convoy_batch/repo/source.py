@@ -20,7 +20,9 @@ Decided where the spec is silent:
 """
 
 import bisect
+import contextlib
 import hashlib
+import json
 import os
 import posixpath
 import re
@@ -40,6 +42,7 @@ from git.exc import ODBError
 from convoy_batch.errors import SourceFailed, one_line
 from convoy_batch.models import Release
 from convoy_batch.repo.gitops import GitOpsRepo
+from convoy_batch.state.files import atomic_write
 from convoy_batch.state.locks import LockBusy, Locks
 
 SOURCE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -101,6 +104,7 @@ class SourceResolver:
         self._fetch_errors: dict[str, str] = {}
         self._commits: dict[tuple[RepoKey, str | None], git.Commit] = {}
         self._logs: dict[tuple[RepoKey, str], _ChangeLog] = {}
+        self._remembered = _Remembered(Path(state_dir) / "cache" / "last-change.json", gitops)
         self._snapshots: dict[ListingKey, SourceSnapshot] = {}
         self._texts: dict[str, str] = {}  # blob id -> text: Releases often share files
         self._listings: dict[ListingKey, tuple[SourceListing, _Files]] = {}
@@ -212,7 +216,9 @@ class SourceResolver:
         return self._texts[blob.hexsha]
 
     def close(self) -> None:
-        """End the tick's git readers and remove its shared exports."""
+        """End the tick's git readers and remove its shared exports; keep the last
+        changes this tick knows for the next one."""
+        self._remembered.save()
         for log in self._logs.values():
             log.close()
         self._logs.clear()
@@ -278,12 +284,18 @@ class SourceResolver:
             raise SourceFailed(f"source {where} {what}") from None
 
     def _last_change(self, url: str | None, commit: git.Commit, path: str) -> str:
+        remembered = self._remembered if url is None else None
+        if remembered is not None and (known := remembered.get(commit.hexsha, path)):
+            return known
         key = (url, commit.hexsha)
         if key not in self._logs:
             skip = (STATUS_FOLDER,) if url is None else ()
             self._logs[key] = _ChangeLog(str(self._repos[url].git_dir), commit.hexsha, skip)
         # A shallow history may end before the path's first commit: the commit itself.
-        return self._logs[key].last_change(path) or commit.hexsha
+        found = self._logs[key].last_change(path) or commit.hexsha
+        if remembered is not None:
+            remembered.put(commit.hexsha, path, found)
+        return found
 
 
 def normalize_source_path(path: str) -> str:
@@ -516,6 +528,111 @@ class _ChangeLog:
 
     def close(self) -> None:
         self._finalizer()
+
+
+class _Remembered:
+    """The last changes of the GitOps repository's paths, remembered across ticks in
+    ``<state>/cache/last-change.json``, so that a tick reads only the commits made since
+    the last one instead of the whole history.
+
+    Key: a commit C of the repository. Value: for each path a tick asked, the last
+    commit (at C) that changed it outside ``status/`` (what :class:`_ChangeLog` finds).
+    Invariant: for a descendant D of C, that answer holds at D for every path that no
+    commit of ``C..D`` changed (outside ``status/``): git lists those commits' files once
+    (``git log C..D``), and a path under one of them is looked for again. Another
+    commit (not a descendant, history rewritten) is looked for in full. Lifetime: the
+    file is written at the tick's end (not durably: a lost one costs a full log)."""
+
+    def __init__(self, path: Path, gitops: GitOpsRepo) -> None:
+        self._path = path
+        self._gitops = gitops
+        self._lock = threading.Lock()
+        self._commit: str | None = None
+        self._paths: dict[str, str] = {}
+        self._loaded = False
+        self._touched: dict[str, set[str] | None] = {}  # D -> prefixes changed in C..D
+        self._new: dict[str, dict[str, str]] = {}  # D -> answers found this tick
+
+    def get(self, commit: str, path: str) -> str | None:
+        with self._lock:
+            if path in self._new.get(commit, {}):
+                return self._new[commit][path]
+            self._load()
+            if self._commit is None or path not in self._paths:
+                return None
+            touched = self._changed_since(commit)
+            if touched is None or path in touched:
+                return None
+            self._new.setdefault(commit, {})[path] = self._paths[path]
+            return self._paths[path]
+
+    def put(self, commit: str, path: str, found: str) -> None:
+        with self._lock:
+            self._new.setdefault(commit, {})[path] = found
+
+    def save(self) -> None:
+        """Keep the answers of HEAD's commit (the one most Releases read)."""
+        with self._lock:
+            try:
+                head = self._gitops.repo.head.commit.hexsha
+            except (ValueError, git.GitCommandError):
+                return
+            answers = self._new.get(head)
+            if not answers:
+                return
+            self._load()
+            touched = self._changed_since(head) if self._commit is not None else None
+            known = {
+                p: v for p, v in self._paths.items() if touched is not None and p not in touched
+            }
+            data = {"format": 1, "commit": head, "paths": {**known, **answers}}
+            # A lost cache costs a full log on the next tick, nothing else.
+            with contextlib.suppress(OSError):
+                atomic_write(self._path, json.dumps(data).encode(), durable=False)
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        try:
+            data = json.loads(self._path.read_text())
+        except (OSError, ValueError):
+            return
+        if isinstance(data, dict) and data.get("format") == 1:
+            commit, paths = data.get("commit"), data.get("paths")
+            if isinstance(commit, str) and isinstance(paths, dict):
+                self._commit = commit
+                self._paths = {str(k): str(v) for k, v in paths.items()}
+
+    def _changed_since(self, commit: str) -> set[str] | None:
+        """Every path with a file changed (outside ``status/``) in ``C..commit``, with its
+        folders; None when ``commit`` does not descend from C."""
+        if commit not in self._touched:
+            self._touched[commit] = self._changes(commit)
+        return self._touched[commit]
+
+    def _changes(self, commit: str) -> set[str] | None:
+        assert self._commit is not None
+        if self._commit == commit:
+            return set()
+        repo = self._gitops.repo
+        try:
+            repo.git.merge_base("--is-ancestor", self._commit, commit)
+            text: str = repo.git.log(
+                "-z", "--no-renames", "--name-only", "--format=", f"{self._commit}..{commit}",
+                "--", ".", f":(exclude){STATUS_FOLDER}",
+            )  # fmt: skip
+        except git.GitCommandError:
+            return None  # not a descendant, or a commit git cannot read: a full log
+        touched: set[str] = set()
+        for name in filter(None, (t.strip("\n") for t in text.split("\0"))):
+            prefix = name
+            while prefix not in touched:
+                touched.add(prefix)
+                if not prefix:
+                    break
+                prefix = posixpath.dirname(prefix)
+        return touched
 
 
 def _end(process: "subprocess.Popen[bytes]") -> None:
