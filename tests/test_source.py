@@ -101,7 +101,8 @@ def test_last_changes_remembered_across_ticks_hold_until_a_commit_changes_the_pa
         try:
             return {p: resolver.fetch(release(p)).revision for p in paths}
         finally:
-            resolver.close()  # a tick's end: what it learnt is kept
+            resolver.remember()  # a reconciling tick's end: what it learnt is kept
+            resolver.close()
 
     first = gitops.head.commit.hexsha
     assert revisions("apps/web", "apps/api") == {"apps/web": first, "apps/api": first}

@@ -271,6 +271,7 @@ class Tick:
             log.warning("not stored (made again when needed): %s", os_problem(path, exc))
         for cache in self.caches.values():
             cache.save()
+        self.sources.remember()
         self.stores.ticks.flush()
         self.stores.health.flush()
         self.sources.close()

@@ -215,10 +215,13 @@ class SourceResolver:
             self._texts[blob.hexsha] = _text(blob, path)
         return self._texts[blob.hexsha]
 
-    def close(self) -> None:
-        """End the tick's git readers and remove its shared exports; keep the last
-        changes this tick knows for the next one."""
+    def remember(self) -> None:
+        """Keep the last changes this tick knows for the next one (a reconciling tick's
+        end; ``plan`` and ``diff`` keep nothing)."""
         self._remembered.save()
+
+    def close(self) -> None:
+        """End the tick's git readers and remove its shared exports."""
         for log in self._logs.values():
             log.close()
         self._logs.clear()
