@@ -97,7 +97,7 @@ def next_status(
         force_sync_at=force_at,
         now=tick.now,
     )
-    block = status_block(prior, status, checked)
+    block = status_block(prior, checked)
     return (
         status
         if block == status.verification

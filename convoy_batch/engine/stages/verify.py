@@ -162,9 +162,7 @@ def verified(tick: Tick, release: Release, status: ReleaseStatus, promote: bool)
     )
 
 
-def status_block(
-    prior: ReleaseStatus, new: ReleaseStatus, now_verified: Verified | None
-) -> VerificationStatus | None:
+def status_block(prior: ReleaseStatus, now_verified: Verified | None) -> VerificationStatus | None:
     """``status.verification``: what the measurements say, written when its phase (or
     render) changes, so the status is committed at each phase, not each measurement;
     the block of a render no longer rolling out stays until the next one begins. A run
