@@ -276,16 +276,24 @@ def test_a_decision_whose_step_fails_when_completed_is_still_committed(
     assert not (s.state / "intents" / "web.json").exists()
 
 
+@pytest.mark.parametrize("refs", ["loose", "packed", "detached"])
 def test_a_tick_skips_a_release_whose_status_another_tick_committed_since(
-    scenario: Scenario,
+    scenario: Scenario, refs: str
 ) -> None:
     """Two ticks read HEAD; the second commits web's status first. The first, when it
-    comes to web, decides nothing from the status it read: web is skipped, no commit."""
+    comes to web, decides nothing from the status it read: web is skipped, no commit.
+    However git keeps HEAD's commit (a loose ref, packed refs, a detached HEAD), the
+    move is seen."""
     from convoy_batch.engine.tick import Tick
     from convoy_batch.ticks import runner
 
     s = scenario
     s.app()
+    if refs == "packed":
+        subprocess.run(["git", "pack-refs", "--all"], cwd=s.root, check=True)
+        assert not (s.root / ".git" / "refs" / "heads" / "main").exists()
+    if refs == "detached":
+        subprocess.run(["git", "checkout", "-q", "--detach"], cwd=s.root, check=True)
     slow = Tick.open(s.root, s.state, T0)
     assert s.reconcile().code == 0  # the other tick: web none -> Progressing
     head = s.head()

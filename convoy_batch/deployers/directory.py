@@ -228,7 +228,7 @@ def stored_form(obj: Manifest, stored: Manifest | None, pointers: Sequence[str])
 def _signature(path: Path) -> str | None:
     """What changes when the file changes: its mtime, size and inode."""
     try:
-        st = path.stat()
+        st = os.stat(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -359,7 +359,7 @@ class DirectoryDeployer:
         if problem := key.name_problem():
             raise ValueError(problem)
         kind_dir = key.kind.lower() + (f".{key.group}" if key.group else "")
-        return self.root / namespace / kind_dir / f"{key.name}.yaml"
+        return self.root.joinpath(namespace, kind_dir, f"{key.name}.yaml")
 
     def _stored_crd_scopes(self) -> frozenset[tuple[str, str]]:
         if self._crd_scopes is None:

@@ -330,11 +330,7 @@ class Tick:
         with self.lock:
             if cluster.name not in self.deployers:
                 cache = self.cache(f"cluster-{cluster.name}")
-                releases = [
-                    e.release.name
-                    for e in self.snapshot.releases.values()
-                    if e.release is not None and e.release.spec.cluster == cluster.name
-                ]
+                releases = list(self.snapshot.by_cluster.get(cluster.name, ()))
                 releases += [n for n, on in self.gone.items() if on == cluster.name]
                 self.deployers[cluster.name] = self.deployer_factory(
                     cluster, self.stores.state_dir, self.now, cache, releases

@@ -71,6 +71,16 @@ class GitOpsSnapshot:
         """The ReleaseSet whose member ``name`` is (None: a hand-written Release)."""
         return self.member_sets.get(name)
 
+    @cached_property
+    def by_cluster(self) -> dict[str, list[str]]:
+        """Cluster name -> its valid Releases' names, in :attr:`releases` order (derived
+        once per snapshot)."""
+        found: dict[str, list[str]] = {}
+        for entry in self.releases.values():
+            if entry.release is not None:
+                found.setdefault(entry.release.spec.cluster, []).append(entry.release.name)
+        return found
+
 
 @dataclass(frozen=True)
 class SetEntry:

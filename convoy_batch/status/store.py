@@ -11,9 +11,11 @@ lost. Pushing: :mod:`convoy_batch.status.push`.
 
 import contextlib
 import logging
+import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import git
@@ -72,6 +74,8 @@ class StatusStore:
         """The HEAD commit :meth:`load_all` read, and its status blob ids by Release."""
         self._probe: git.Repo | None = None
         """:meth:`committed_since_opened`'s reader (one caller at a time)."""
+        self._stamp: _HeadStamp | None = None
+        """The files HEAD is kept in, as they were when :meth:`load_all` read it."""
         self.set_statuses: dict[str, str] = {}
         """ReleaseSet status files at HEAD (name -> text): :meth:`load_all` leaves them
         out of the Releases' statuses."""
@@ -111,6 +115,8 @@ class StatusStore:
         read HEAD (a tick racing this one): HEAD is read now, the file only when HEAD
         moved. One caller at a time."""
         opened_head, opened = self._opened
+        if self._stamp is not None and self._stamp.unchanged():
+            return False
         if self._probe is None:  # its own git processes: the texts' thread uses self.repo
             self._probe = git.Repo(self.repo.git_dir)
         # HEAD's commit id alone (a third of the cost of reading its commit object).
@@ -139,6 +145,7 @@ class StatusStore:
         return self._blobs
 
     def _read_head_blobs(self) -> dict[str, git.Blob]:
+        self._stamp = _HeadStamp.take(self.repo)  # before HEAD is read
         try:
             commit = self.repo.head.commit
             self._read_at = commit.hexsha
@@ -309,6 +316,42 @@ class _Planned:
     change: Change
     status: ReleaseStatus | None
     """None: the file removed."""
+
+
+class _HeadStamp:
+    """Whether HEAD may have moved since it was read, told from the files git keeps it in
+    without reading them (a tick asks once per Release, :meth:`StatusStore.
+    committed_since_opened`). Key: each file's inode, mtime and size, taken before HEAD
+    is read. Invariant: git replaces each of these files by renaming a new one over it
+    (``HEAD``, the branch's loose ref, ``packed-refs``, the reftable's ``tables.list``),
+    so while none of them changed, HEAD is still the commit read after the stamp; any
+    change sends the caller to read HEAD itself. Lifetime: until HEAD is read again."""
+
+    def __init__(self, files: list[Path]) -> None:
+        self.files = files
+        self.seen = self._now()
+
+    @classmethod
+    def take(cls, repo: git.Repo) -> "_HeadStamp":
+        git_dir, common = Path(repo.git_dir), Path(repo.common_dir)
+        files = [git_dir / "HEAD", common / "packed-refs", common / "reftable" / "tables.list"]
+        with contextlib.suppress(TypeError, ValueError, OSError):  # detached, or unreadable
+            files.append(common / repo.head.reference.path)
+        return cls(files)
+
+    def _now(self) -> list[tuple[int, int, int] | None]:
+        found: list[tuple[int, int, int] | None] = []
+        for file in self.files:
+            try:
+                st = os.stat(file)
+            except OSError:
+                found.append(None)
+                continue
+            found.append((st.st_ino, st.st_mtime_ns, st.st_size))
+        return found
+
+    def unchanged(self) -> bool:
+        return self._now() == self.seen
 
 
 def _path(name: str) -> str:

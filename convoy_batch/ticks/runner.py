@@ -251,7 +251,8 @@ GC_THRESHOLD = (50_000, 20, 100)
 that live until it ends (models, parsed manifests, inventories), and with the default
 thresholds (700, 10, 10) the collector walks them again and again: a quarter of a
 steady tick of 1,000 Releases (bench/tick.py: 1.6 s against 1.25 s). Collections still
-run, about 70 times less often."""
+run, about 70 times less often; and what a tick opened with (:func:`keep_opened`) is not
+walked at all."""
 
 
 class _Collections:
@@ -277,9 +278,22 @@ class _Collections:
                 self.running -= 1
                 if self.running == 0:
                     gc.set_threshold(*self.host)
+                    gc.unfreeze()
+
+    def keep_opened(self) -> None:
+        """Every object alive now lives until the last tick ends (the tick's snapshot,
+        its statuses, the parse caches it opened with): ``gc.freeze`` moves them out of
+        the collector's sight until then, so a collection walks only what the tick made
+        since. At 10,000 Releases each collection of the older generation otherwise
+        walks a million of them (bench/fleet.py's quiet tick: 4.6 s against 4.0 s)."""
+        with self.lock:
+            if self.running:
+                gc.freeze()
 
 
-fewer_collections = _Collections().fewer
+_collections = _Collections()
+fewer_collections = _collections.fewer
+keep_opened = _collections.keep_opened
 
 
 PARALLEL_RELEASES = 32
@@ -491,6 +505,7 @@ def _run_tick(
     clone: Clone | None,
 ) -> TickReport:
     tick = Tick.open(repo, state_dir, now, forced=options.forced, deployer_factory=deployer_factory)
+    keep_opened()
     entries = select(tick, options.names)
     if options.shard is not None:
         entries = [e for e in entries if e.name in options.shard]

@@ -37,6 +37,7 @@ from convoy_batch.ticks.runner import (
     due_entries,
     fewer_collections,
     finish_tick,
+    keep_opened,
     notification_facts,
     retirements,
     run_with,
@@ -116,6 +117,7 @@ def run_sharded(
     remote is brought up to date once, here, and its shards work in it."""
     with tick_clone(repo, state_dir) as clone, fewer_collections():
         tick = Tick.open(repo, state_dir, now)
+        keep_opened()
         try:
             # Opened before the shards commit, so that their commits are its events.
             notifier = Notifier.open(notification_facts(tick))
