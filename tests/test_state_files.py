@@ -91,8 +91,8 @@ def test_gc_reports_a_blob_it_cannot_remove_and_removes_the_others(
 
 OTHER_SHAPES = {
     "no-format": {"status/web.yaml": ["abc", {"x": 1}]},
-    "another-format": {"format": 2, "entries": {"status/web.yaml": ["abc", {"x": 1}]}},
-    "entries-not-a-mapping": {"format": 1, "entries": [["status/web.yaml", "abc"]]},
+    "another-format": {"format": 1, "entries": {"status/web.yaml": ["abc", {"x": 1}]}},
+    "entries-not-a-mapping": {"format": 2, "entries": [["status/web.yaml", "abc"]]},
     "not-a-mapping": [1, 2, 3],
 }
 
@@ -107,7 +107,7 @@ def test_a_parse_cache_of_another_format_is_ignored_and_rewritten(
     cache = ParseCache(path)
     assert cache.get("status/web.yaml", "abc") is None
     cache.save()
-    assert json.loads(path.read_text()) == {"format": 1, "entries": {}}
+    assert json.loads(path.read_text()) == {"format": 2, "entries": {}}
 
 
 def test_a_parse_cache_round_trips_with_its_format(tmp_path: Path) -> None:
@@ -115,7 +115,7 @@ def test_a_parse_cache_round_trips_with_its_format(tmp_path: Path) -> None:
     cache = ParseCache(path)
     cache.put("status/web.yaml", "abc", {"x": 1})
     cache.save()
-    assert json.loads(path.read_text())["format"] == 1
+    assert json.loads(path.read_text())["format"] == 2
     assert ParseCache(path).get("status/web.yaml", "abc") == {"x": 1}
 
 

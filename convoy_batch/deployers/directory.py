@@ -37,6 +37,7 @@ What it does as an API server would:
 
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -225,6 +226,13 @@ def stored_form(obj: Manifest, stored: Manifest | None, pointers: Sequence[str])
     return merged(dict(restore(form, stored, pointers)), stored)
 
 
+MEMO_FILES = 1024
+"""Parsed files a deployer keeps in memory, the ones read or written last: the objects of
+the Release a tick is on (its observer's read, drift check and apply parse each file
+once), not a whole cluster's; the parse cache keeps the others as text. A Release of
+more objects than this parses some of them again from that text."""
+
+
 def _signature(path: Path) -> str | None:
     """What changes when the file changes: its mtime, size and inode."""
     try:
@@ -315,7 +323,8 @@ class DirectoryDeployer:
         # apply's compare parse each file once, an unchanged file is not parsed again on
         # the next tick (``cache``), and an edit by hand is still seen.
         self._cache = cache
-        self._objects: dict[Path, tuple[str | None, Manifest | None]] = {}
+        self._objects: OrderedDict[Path, tuple[str | None, Manifest | None]] = OrderedDict()
+        """The :data:`MEMO_FILES` files parsed or written last, by path, with their stat."""
         self._crd_scopes: frozenset[tuple[str, str]] | None = None
         self._paths: dict[Identity, Path] = {}
         # What applying a manifest would store, worked out by ``drift`` for the ``apply``
@@ -327,6 +336,7 @@ class DirectoryDeployer:
         signature = _signature(path)
         cached = self._objects.get(path)
         if cached is not None and cached[0] == signature:
+            self._objects.move_to_end(path)
             return cached[1]
         obj = None
         if signature is not None:
@@ -334,8 +344,14 @@ class DirectoryDeployer:
             if obj is None:
                 obj = load(path)
                 self._persist(path, signature, obj)
-        self._objects[path] = (signature, obj)
+        self._keep(path, signature, obj)
         return obj
+
+    def _keep(self, path: Path, signature: str | None, obj: Manifest | None) -> None:
+        self._objects[path] = (signature, obj)
+        self._objects.move_to_end(path)
+        if len(self._objects) > MEMO_FILES:
+            self._objects.popitem(last=False)
 
     def _persist(self, path: Path, signature: str | None, obj: Manifest | None) -> None:
         if self._cache is None or signature is None or obj is None or _is_secret(obj):
@@ -344,7 +360,7 @@ class DirectoryDeployer:
 
     def _remember(self, path: Path, obj: Manifest | None) -> None:
         signature = _signature(path)
-        self._objects[path] = (signature, obj)
+        self._keep(path, signature, obj)
         self._persist(path, signature, obj)
 
     def path_of(self, key: ObjectKey) -> Path:

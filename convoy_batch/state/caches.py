@@ -27,20 +27,29 @@ from convoy_batch.state.locks import Locks
 log = logging.getLogger("convoy_batch")
 
 
+def _json_text(data: object) -> str:
+    """Compact JSON text (the C encoder, see :func:`_json_bytes`)."""
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
 def _json_bytes(data: object) -> bytes:
     """Compact JSON (no indent: the C encoder; an indent takes Python's own, ~10x slower)."""
-    return (json.dumps(data, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+    return (_json_text(data) + "\n").encode()
 
 
 CACHE_FORMAT = 1
-"""The ``format`` of tick records and parse caches: a file of another format (or of no
-format, or another shape) is ignored and rewritten, never misread."""
+"""The ``format`` of tick records and the health journal: a file of another format (or of
+no format, or another shape) is ignored and rewritten, never misread."""
+
+PARSE_CACHE_FORMAT = 2
+"""The ``format`` of parse caches (2: each entry's document kept as JSON text), ignored
+and rewritten as :data:`CACHE_FORMAT` is."""
 
 
-def _cache_body(data: Any, key: str) -> dict[str, Any] | None:
-    """The ``key`` mapping of a ``{"format": CACHE_FORMAT, key: {...}}`` file; None when
-    the file has another format or shape."""
-    if isinstance(data, dict) and data.get("format") == CACHE_FORMAT:
+def _cache_body(data: Any, key: str, form: int = CACHE_FORMAT) -> dict[str, Any] | None:
+    """The ``key`` mapping of a ``{"format": form, key: {...}}`` file; None when the file
+    has another format or shape."""
+    if isinstance(data, dict) and data.get("format") == form:
         body = data.get(key)
         return body if isinstance(body, dict) else None
     return None
@@ -214,7 +223,10 @@ class ParseCache:
     the folder above the cache's own: a cache whose folder cannot be used (a file, a
     symlink leading out: :meth:`Stores.open` reports it) is neither read nor written.
     The file is read on the first :meth:`get` or :meth:`put`: a tick that never asks
-    never reads it.
+    never reads it. Each document is kept as its JSON text and parsed when asked for, so
+    the cache of a large fleet (tens of thousands of live objects) costs its text in
+    memory, not Python's objects of every document, and a caller may change what
+    :meth:`get` returns.
     """
 
     def __init__(self, path: Path, root: Path | None = None) -> None:
@@ -235,7 +247,7 @@ class ParseCache:
             data = read_file(self.path, self._root)
             if data is None:
                 return {}
-            entries = _cache_body(json.loads(data), "entries")
+            entries = _cache_body(json.loads(data), "entries", PARSE_CACHE_FORMAT)
         except StateFailed as exc:
             log.warning("parse cache: %s; not used", exc)
             self._usable = False
@@ -248,23 +260,31 @@ class ParseCache:
 
     def get(self, key: str, signature: str) -> Any | None:
         entry = self._entries.get(key)
-        if isinstance(entry, list) and len(entry) == 2 and entry[0] == signature:
-            return entry[1]
-        return None
+        if not (isinstance(entry, list) and len(entry) == 2 and entry[0] == signature):
+            return None
+        try:
+            return json.loads(entry[1]) if isinstance(entry[1], str) else None
+        except ValueError:
+            return None
 
     def put(self, key: str, signature: str, data: Any) -> None:
-        self._entries[key] = [signature, data]
+        """Remember ``data`` (plain JSON data: anything else is a bug, warned of and not
+        remembered)."""
+        try:
+            text = _json_text(data)
+        except (TypeError, ValueError) as exc:
+            log.warning("%s: %s: not remembered: %s", self.path, key, exc)
+            return
+        self._entries[key] = [signature, text]
         self._dirty = True
 
     def save(self) -> None:
         if not self._dirty or not self._usable or self._read_entries is None:
             return
-        body = {"format": CACHE_FORMAT, "entries": self._read_entries}
+        body = {"format": PARSE_CACHE_FORMAT, "entries": self._read_entries}
         try:
             text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
             atomic_write(self.path, text.encode(), durable=False, root=self._root)
         except (OSError, StateFailed) as exc:
             log.warning("parse cache: %s; not saved", problem_of(self.path, exc))
-        except (TypeError, ValueError) as exc:  # not JSON: a bug, not the disk
-            log.warning("%s: parse cache not saved: %s", self.path, exc)
         self._dirty = False

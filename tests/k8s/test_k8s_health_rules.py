@@ -90,7 +90,7 @@ def test_a_clusters_rule_holds_a_custom_resource_until_its_current_expression_ho
     assert status["lastHealthy"]["renderRef"] == status["rollout"]["renderRef"]
     # What the server returns is plain data: the result is remembered for the next tick.
     memo = json.loads((s.state / "cache" / "health-staging.json").read_text())["entries"]
-    assert memo[f"{name}.convoy.test/Widget/{name}/gadget"][1] == [
+    assert json.loads(memo[f"{name}.convoy.test/Widget/{name}/gadget"][1]) == [
         "Current",
         "Widget: current is true (clusters/staging.yaml spec.healthChecks[0])",
     ]
