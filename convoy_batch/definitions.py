@@ -8,6 +8,10 @@
 - ``convoy_full_resync`` schedule (hourly): one run over every Release, interval 0 too.
 - ``convoy_releases`` sensor: one ``release`` partition per Release file, added and
   removed as the files come and go.
+- ``convoy_sharded_tick`` job (launched by hand or by a person's own schedule): a tick
+  sharded by Cluster as ops, ``$CONVOY_SHARD_STAGES`` cluster waves as stages of their own
+  (default 4), spread by the multiprocess executor, or by the ``k8s_job_executor`` with
+  ``$CONVOY_SHARD_EXECUTOR=k8s`` (the ``k8s`` extra).
 - ``convoy_wakeups`` sensor (every ``$CONVOY_WAKEUP_INTERVAL`` seconds, default
   :data:`WAKEUP_INTERVAL_SECONDS`): one run for the Releases woken between ticks (health
   changed, deadline passed, Release file or source changed, new Release).
@@ -32,6 +36,7 @@ from convoy_batch.assets import (
     tick_job,
     tick_run_config,
 )
+from convoy_batch.sharded import STAGES, sharded_tick_job
 from convoy_batch.ticks.wakeups import release_names, wake_keys, woken, woken_tag, work_waiting
 
 # Dagster 1.13 re-creates a sensor that targets a job when it resolves the definitions
@@ -182,15 +187,20 @@ def build_definitions(
     state: str | None = None,
     tick_cron: str | None = None,
     tick_jobs: int | None = None,
+    shard_executor: dg.ExecutorDefinition | None = None,
 ) -> dg.Definitions:
     """Everything Dagster loads; arguments override ``$CONVOY_REPO``, ``$CONVOY_STATE``,
     ``$CONVOY_TICK_CRON`` and ``$CONVOY_TICK_JOBS`` (worker processes of a scheduled
-    tick, sharded by Cluster; default 1)."""
+    tick, sharded by Cluster; default 1); ``shard_executor`` overrides
+    ``$CONVOY_SHARD_EXECUTOR`` (the executor of ``convoy_sharded_tick``)."""
+    sharded = sharded_tick_job(
+        _positive("CONVOY_SHARD_STAGES", STAGES), shard_executor or _shard_executor()
+    )
     cron = tick_cron or os.environ.get("CONVOY_TICK_CRON") or DEFAULT_TICK_CRON
     jobs = tick_jobs or _positive("CONVOY_TICK_JOBS")
     return dg.Definitions(
         assets=[release],
-        jobs=[tick_job],
+        jobs=[tick_job, sharded],
         schedules=[tick_schedule(cron, jobs), full_resync_schedule(jobs)],
         sensors=[
             discover_releases,
@@ -198,6 +208,20 @@ def build_definitions(
         ],
         resources={"convoy": convoy_resource(repo, state)},
         executor=dg.in_process_executor,
+    )
+
+
+def _shard_executor() -> dg.ExecutorDefinition:
+    """``$CONVOY_SHARD_EXECUTOR``: ``multiprocess`` (default) or ``k8s``."""
+    name = os.environ.get("CONVOY_SHARD_EXECUTOR") or "multiprocess"
+    if name == "multiprocess":
+        return dg.multiprocess_executor
+    if name == "k8s":
+        from dagster_k8s import k8s_job_executor  # the k8s extra, only when asked for
+
+        return k8s_job_executor
+    raise dg.DagsterInvalidDefinitionError(
+        f"$CONVOY_SHARD_EXECUTOR must be multiprocess or k8s: {name!r}"
     )
 
 
