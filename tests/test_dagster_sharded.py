@@ -71,9 +71,12 @@ def run_job(
     minutes: int,
     stages: int,
     all_releases: bool = False,
+    repo: Path | None = None,
 ) -> dg.JobExecutionResult:
+    """A run of the job on ``scenario``'s repository (or its clone ``repo``, with a
+    remote) and state directory."""
     for name, value in {
-        "CONVOY_REPO": str(scenario.root),
+        "CONVOY_REPO": str(repo or scenario.root),
         "CONVOY_STATE": str(scenario.state),
         "CONVOY_TEST_NOW": format_time(T0 + timedelta(minutes=minutes)),
         "PYTHONPATH": str(PROJECT),
