@@ -12,10 +12,8 @@ from dagster_k8s.job import DagsterK8sJobConfig, construct_dagster_k8s_job, get_
 from kubernetes.client.rest import ApiException
 
 from convoy_batch.sharded import sharded_run_config, sharded_tick_job
-from tests.k8s.test_deploy_manifests import DAEMON_ENV, launcher_config, namespace
+from tests.k8s.deploy_env import DAEMON_ENV, launcher_config
 from tests.k8s.testenv import KubeEnv
-
-__all__ = ["namespace"]  # the fixture, shared with the deploy/ tests
 
 EXECUTOR = {"job_namespace": "convoy-batch", "max_concurrent": 4}
 
