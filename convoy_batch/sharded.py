@@ -20,8 +20,9 @@ run's IO manager. No ``from __future__ import annotations``: Dagster reads the c
 annotations. Does I/O through the library.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
+from typing import Any
 
 import dagster as dg
 
@@ -43,6 +44,9 @@ STAGES = 4
 """Cluster waves run as ops of their own by default; a tick with more runs the rest in
 its last op, on worker processes."""
 SHARDS = "shards"
+IO_DIR_ENV = "CONVOY_IO_DIR"
+"""Where the ops of a run whose ops run in pods of their own pass their inputs and
+outputs (deploy/: a folder on the state volume, which every pod mounts)."""
 
 
 class ShardedTickConfig(dg.Config):
@@ -112,17 +116,34 @@ def _finish(stages: int) -> dg.OpDefinition:
     return finish_waves
 
 
+def shared_io_manager() -> dg.FilesystemIOManager:
+    """Files under ``$CONVOY_IO_DIR``, read by each op's process when it runs: the IO
+    manager of a run whose ops run in pods of their own (the instance's default keeps
+    them under ``DAGSTER_HOME``, which is each pod's own)."""
+    return dg.FilesystemIOManager(base_dir=dg.EnvVar(IO_DIR_ENV))
+
+
 def sharded_tick_job(
-    stages: int = STAGES, executor: dg.ExecutorDefinition = dg.multiprocess_executor
+    stages: int = STAGES,
+    executor: dg.ExecutorDefinition = dg.multiprocess_executor,
+    resources: Mapping[str, Any] | None = None,
 ) -> dg.JobDefinition:
     """``convoy_sharded_tick`` with ``stages`` cluster waves as ops of their own (at
-    least 1), run by ``executor``."""
+    least 1), run by ``executor``. ``resources``: the job's own, all it needs (``convoy``
+    and an ``io_manager`` such as :func:`shared_io_manager`); None: the definitions'
+    ``convoy`` and the instance's IO manager."""
     if stages < 1:
         raise dg.DagsterInvalidDefinitionError(f"stages must be at least 1, not {stages}")
     waves = [_next_wave(w) for w in range(1, stages)]
     finish = _finish(stages)
 
-    @dg.job(name=JOB, tags=TICK_TAGS, executor_def=executor, hooks={restore_tracebacks})
+    @dg.job(
+        name=JOB,
+        tags=TICK_TAGS,
+        executor_def=executor,
+        hooks={restore_tracebacks},
+        resource_defs=resources,
+    )
     def convoy_sharded_tick() -> None:
         plan, shards = plan_waves()
         for w, wave in enumerate(waves):

@@ -12,7 +12,7 @@ import dagster as dg
 import pytest
 
 from convoy_batch.assets import ConvoyResource
-from convoy_batch.sharded import JOB, sharded_run_config, sharded_tick_job
+from convoy_batch.sharded import JOB, sharded_run_config, sharded_tick_job, shared_io_manager
 from convoy_batch.timefmt import format_time
 from tests.pg import PgServer
 from tests.scenario import PROJECT, T0, Scenario
@@ -23,20 +23,28 @@ WAVES = [{"ghost"}, {"web", "api"}, {"shop", "blog"}]
 """fleet()'s cluster waves, lowest first: no Cluster, staging (0), east and west (1)."""
 
 
-def job_of(stages: int) -> dg.JobDefinition:
+def job_of(stages: int, *, shared_io: bool = False) -> dg.JobDefinition:
     """The job as each process of the run rebuilds it (``dg.reconstructable``): the
-    repository, state directory and clock from the test's environment."""
+    repository, state directory and clock from the test's environment; with
+    ``shared_io``, its ops' outputs as files under ``$CONVOY_IO_DIR``, as on Kubernetes."""
     resource = ConvoyResource(
         repo=dg.EnvVar("CONVOY_REPO"),
         state=dg.EnvVar("CONVOY_STATE"),
         now=dg.EnvVar("CONVOY_TEST_NOW"),
     )
+    if shared_io:
+        own = {"convoy": resource, "io_manager": shared_io_manager()}
+        return sharded_tick_job(stages, resources=own)
     job = sharded_tick_job(stages)
     return dg.Definitions(jobs=[job], resources={"convoy": resource}).resolve_job_def(JOB)
 
 
 def four_stages() -> dg.JobDefinition:
     return job_of(4)
+
+
+def four_stages_on_shared_io() -> dg.JobDefinition:
+    return job_of(4, shared_io=True)
 
 
 def one_stage() -> dg.JobDefinition:
@@ -72,9 +80,11 @@ def run_job(
     stages: int,
     all_releases: bool = False,
     repo: Path | None = None,
+    shared_io: bool = False,
 ) -> dg.JobExecutionResult:
     """A run of the job on ``scenario``'s repository (or its clone ``repo``, with a
-    remote) and state directory."""
+    remote) and state directory (``shared_io``: four stages, :func:`shared_io_manager`)."""
+    job = four_stages_on_shared_io if shared_io else four_stages if stages == 4 else one_stage
     for name, value in {
         "CONVOY_REPO": str(repo or scenario.root),
         "CONVOY_STATE": str(scenario.state),
@@ -84,7 +94,7 @@ def run_job(
         monkeypatch.setenv(name, value)
     config = sharded_run_config(all_releases=all_releases, jobs=3)
     return dg.execute_job(
-        dg.reconstructable(four_stages if stages == 4 else one_stage),
+        dg.reconstructable(job),
         instance=instance,
         run_config=config.to_config_dict(),  # type: ignore[no-untyped-call]
         raise_on_error=False,

@@ -12,6 +12,7 @@ import dagster as dg
 import pytest
 
 from convoy_batch.repo.clone import BUNDLE, URL_ENV
+from convoy_batch.sharded import IO_DIR_ENV
 from tests.scenario import Scenario
 from tests.test_dagster_postgres import status_commits
 from tests.test_dagster_sharded import WAVES, _quiet_beta_warnings, in_wave_order, run_job, two
@@ -110,13 +111,17 @@ def test_shards_in_clones_of_their_own_push_each_status_once_in_wave_order(
     log = tmp_path / "pushes"
     on_push(remote, log)
     tick = tmp_path / "pods" / "tick" / "repo"
+    io = tmp_path / "io"  # the ops' outputs, as on the state volume of deploy/
     with monkeypatch.context() as env, instance(tmp_path) as i:
         env.setenv(URL_ENV, str(remote))
-        first = run_job(i, sharded, env, minutes=0, stages=4, repo=tick)
+        env.setenv(IO_DIR_ENV, str(io))
+        first = run_job(i, sharded, env, minutes=0, stages=4, repo=tick, shared_io=True)
         head, pushed = git(remote, "rev-parse", "main"), pushes(log)
         again = run_job(i, sharded, env, minutes=0, stages=4, repo=tick, all_releases=True)
 
     assert not first.success and not again.success  # ghost's error fails each run
+    outputs = {p.parent.name for p in (io / first.run_id).rglob("*") if p.is_file()}
+    assert {"plan_waves", "wave_1", "wave_2", "wave_3"} <= outputs
     assert remote_status_commits(remote) == dict.fromkeys(
         ["web", "api", "shop", "blog", "ghost"], 1
     )
