@@ -8,6 +8,11 @@
 - ``convoy_full_resync`` schedule (hourly): one run over every Release, interval 0 too.
 - ``convoy_releases`` sensor: one ``release`` partition per Release file, added and
   removed as the files come and go.
+- ``convoy_sharded_tick`` job (launched by hand or by a person's own schedule): a tick
+  sharded by Cluster as ops, ``$CONVOY_SHARD_STAGES`` cluster waves as stages of their own
+  (default 4), spread by the multiprocess executor, or by the ``k8s_job_executor`` with
+  ``$CONVOY_SHARD_EXECUTOR=k8s`` (the ``k8s`` extra; its ops then pass their inputs and
+  outputs as files under ``$CONVOY_IO_DIR``, a folder every pod mounts).
 - ``convoy_wakeups`` sensor (every ``$CONVOY_WAKEUP_INTERVAL`` seconds, default
   :data:`WAKEUP_INTERVAL_SECONDS`): one run for the Releases woken between ticks (health
   changed, deadline passed, Release file or source changed, new Release).
@@ -20,6 +25,7 @@ import hashlib
 import json
 import os
 import warnings
+from typing import Any
 
 import dagster as dg
 
@@ -32,6 +38,7 @@ from convoy_batch.assets import (
     tick_job,
     tick_run_config,
 )
+from convoy_batch.sharded import STAGES, sharded_tick_job, shared_io_manager
 from convoy_batch.ticks.wakeups import release_names, wake_keys, woken, woken_tag, work_waiting
 
 # Dagster 1.13 re-creates a sensor that targets a job when it resolves the definitions
@@ -182,22 +189,46 @@ def build_definitions(
     state: str | None = None,
     tick_cron: str | None = None,
     tick_jobs: int | None = None,
+    shard_executor: str | None = None,
 ) -> dg.Definitions:
     """Everything Dagster loads; arguments override ``$CONVOY_REPO``, ``$CONVOY_STATE``,
     ``$CONVOY_TICK_CRON`` and ``$CONVOY_TICK_JOBS`` (worker processes of a scheduled
-    tick, sharded by Cluster; default 1)."""
+    tick, sharded by Cluster; default 1); ``shard_executor`` overrides
+    ``$CONVOY_SHARD_EXECUTOR`` (the executor of ``convoy_sharded_tick``)."""
+    convoy = convoy_resource(repo, state)
+    executor, io_manager = _shard_execution(shard_executor)
+    own = None if io_manager is None else {"convoy": convoy, "io_manager": io_manager}
+    sharded = sharded_tick_job(_positive("CONVOY_SHARD_STAGES", STAGES), executor, own)
     cron = tick_cron or os.environ.get("CONVOY_TICK_CRON") or DEFAULT_TICK_CRON
     jobs = tick_jobs or _positive("CONVOY_TICK_JOBS")
     return dg.Definitions(
         assets=[release],
-        jobs=[tick_job],
+        jobs=[tick_job, sharded],
         schedules=[tick_schedule(cron, jobs), full_resync_schedule(jobs)],
         sensors=[
             discover_releases,
             wakeup_sensor(_positive("CONVOY_WAKEUP_INTERVAL", WAKEUP_INTERVAL_SECONDS)),
         ],
-        resources={"convoy": convoy_resource(repo, state)},
+        resources={"convoy": convoy},
         executor=dg.in_process_executor,
+    )
+
+
+def _shard_execution(
+    name: str | None,
+) -> tuple[dg.ExecutorDefinition, dg.ConfigurableIOManagerFactory[Any] | None]:
+    """The executor ``name`` (else ``$CONVOY_SHARD_EXECUTOR``): ``multiprocess`` (default)
+    or ``k8s``, and the IO manager its ops share: the instance's on one machine, files
+    under ``$CONVOY_IO_DIR`` for pods (:func:`shared_io_manager`)."""
+    name = name or os.environ.get("CONVOY_SHARD_EXECUTOR") or "multiprocess"
+    if name == "multiprocess":
+        return dg.multiprocess_executor, None
+    if name == "k8s":
+        from dagster_k8s import k8s_job_executor  # the k8s extra, only when asked for
+
+        return k8s_job_executor, shared_io_manager()
+    raise dg.DagsterInvalidDefinitionError(
+        f"$CONVOY_SHARD_EXECUTOR must be multiprocess or k8s: {name!r}"
     )
 
 

@@ -20,6 +20,7 @@ README = PACKAGE_DIR.parent / "README.md"
 
 LAYERS: list[set[str]] = [
     {"cli", "definitions"},
+    {"sharded"},
     {"assets"},
     {"views"},
     {"ticks"},

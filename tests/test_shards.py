@@ -35,11 +35,15 @@ def fleet(scenario: Scenario) -> None:
 
 def outcome(scenario: Scenario) -> dict[str, object]:
     """What a tick leaves: every status, every object of every directory cluster."""
+    return outcome_at(scenario.root, scenario.state)
+
+
+def outcome_at(repo: Path, state: Path) -> dict[str, object]:
+    """:func:`outcome` of a checkout ``repo`` and a state directory ``state``."""
     statuses = {
-        p.stem: yaml.safe_load(p.read_text())
-        for p in sorted((scenario.root / "status").glob("*.yaml"))
+        p.stem: yaml.safe_load(p.read_text()) for p in sorted((repo / "status").glob("*.yaml"))
     }
-    clusters = scenario.state / "clusters"
+    clusters = state / "clusters"
     objects = {
         str(p.relative_to(clusters)): p.read_text() for p in sorted(clusters.rglob("*.yaml"))
     }

@@ -70,11 +70,7 @@ def tick_clone(repo: Path, state_dir: Path) -> Iterator[Clone | None]:
         yield None
         return
     locks = _locks(repo, state_dir)
-    with contextlib.ExitStack() as held:
-        try:
-            held.enter_context(locks.remote(REMOTE_WAIT))
-        except LockBusy as exc:
-            raise UsageError(f"{exc}: another tick works from a clone of the remote") from None
+    with _remote_lock(locks):
         with locks.repo(), _one_line():
             pusher = _open(repo, url, locks)
             upstream = pusher.fetch(*_target(pusher))
@@ -83,6 +79,60 @@ def tick_clone(repo: Path, state_dir: Path) -> Iterator[Clone | None]:
             if head is not None and head != tip:
                 pusher.move_head(head, tip)
         yield Clone(state_dir)
+
+
+@contextlib.contextmanager
+def shard_clone(repo: Path, state_dir: Path) -> Iterator[Clone | None]:
+    """Around a shard that runs apart from its tick (a process or pod of its own, a clone
+    of its own): the clone made or fetched and set to the remote's branch under the remote
+    lock, which is then let go, so the shards of a wave run side by side. Its own commits
+    that an earlier push could not deliver are in the bundle already (:func:`push_apart`),
+    which the tick's last step replays. None without ``$CONVOY_REPO_URL``."""
+    url = remote_url()
+    if url is None:
+        yield None
+        return
+    locks = _locks(repo, state_dir)
+    with _remote_lock(locks), locks.repo(), _one_line():
+        pusher = _open(repo, url, locks)
+        upstream = pusher.fetch(*_target(pusher))
+        head = pusher.writer.head()
+        if head is not None and head != upstream:
+            pusher.move_head(head, upstream)
+    yield Clone(state_dir)
+
+
+def push_apart(pusher: Pusher, clone: Clone) -> tuple[str | None, bool]:
+    """The end of a shard run apart: under the remote lock, its commits replayed onto the
+    remote's branch with the bundle's on it (so a bundle another shard wrote is never
+    replaced without its commits), then :func:`finish`: pushed (retried, rebased), else
+    all of them kept in the bundle."""
+    locks = pusher.locks
+    with _remote_lock(locks):
+        try:
+            with locks.repo():
+                remote, branch = _target(pusher)
+                upstream = pusher.fetch(remote, branch)
+                onto = _with_kept(pusher, clone.state_dir, upstream)
+                head = pusher.git("rev-parse", "--verify", "HEAD")
+                tip = pusher.replay(head, onto)
+                if tip != head:
+                    pusher.move_head(head, tip)
+        except GitError as exc:
+            log.warning("status commits not pushed: %s", redact(str(exc)))
+            return None, False
+        return finish(pusher, clone)
+
+
+@contextlib.contextmanager
+def _remote_lock(locks: Locks) -> Iterator[None]:
+    """The remote lock held (a busy one: the usage error of one line)."""
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(locks.remote(REMOTE_WAIT))
+        except LockBusy as exc:
+            raise UsageError(f"{exc}: another tick works from a clone of the remote") from None
+        yield
 
 
 def fetch_for_reading(repo: Path, state_dir: Path) -> None:

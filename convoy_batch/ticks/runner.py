@@ -48,7 +48,7 @@ from convoy_batch.models import (
 from convoy_batch.notify import Notifier, ReleaseFacts, TickFacts
 from convoy_batch.reasons import Reason
 from convoy_batch.reconcile import handle_release, pending_force_sync, source_revision
-from convoy_batch.repo.clone import Clone, remote_url, tick_clone
+from convoy_batch.repo.clone import Clone, push_apart, remote_url, tick_clone
 from convoy_batch.repo.clone import finish as finish_clone
 from convoy_batch.repo.gitops import ReleaseEntry
 from convoy_batch.rollout.depends import depth, in_order
@@ -604,18 +604,26 @@ def _finish(tick: Tick, report: TickReport, clone: Clone | None = None) -> str |
         tick.stores.renders.gc(referenced_renders(tick))
     if clone is None:
         return tick.status_store.push().warning if committed else None
+    return _push_clone(tick, clone)
+
+
+def _push_clone(tick: Tick, clone: Clone) -> str | None:
+    """Push what the clone holds that the remote lacks (kept in the state directory when
+    the push fails), then drop the records of what is kept; the push's warning."""
     warning, kept = finish_clone(tick.status_store.pusher, clone)
     if kept:
         _drop_kept_records(tick)
     return warning
 
 
-def _drop_kept_records(tick: Tick) -> None:
+def _drop_kept_records(tick: Tick, only: Set[str] | None = None) -> None:
     """Remove the write-ahead records whose status HEAD holds, once a clone's commits are
     kept (pushed, or in the state directory's bundle): the clone itself may not outlive
-    the run."""
+    the run. ``only``: these Releases' records (a shard's, while other shards run)."""
     intents = tick.stores.intents
     for name in intents.names():
+        if only is not None and name not in only:
+            continue
         intent = intents.load(name)
         if intent is not None and tick.status_store.load(name) == intent.status:
             intents.clear(name)
@@ -629,6 +637,33 @@ def finish_tick(
     tick = Tick.open(repo, state_dir, now)
     try:
         return _finish(tick, report, clone)
+    finally:
+        tick.close()
+
+
+def push_kept(repo: Path, state_dir: Path, now: datetime, clone: Clone) -> str | None:
+    """Push what a clone holds that the remote lacks, keeping it when the push fails, with
+    no garbage collection (the start of a tick whose shards run apart, before they fetch);
+    the push's warning."""
+    tick = Tick.open(repo, state_dir, now)
+    try:
+        return _push_clone(tick, clone)
+    finally:
+        tick.close()
+
+
+def finish_shard(
+    repo: Path, state_dir: Path, now: datetime, names: Set[str], clone: Clone
+) -> str | None:
+    """The end of a shard run apart in a clone of its own: its commits pushed with those
+    the state directory kept (:func:`convoy_batch.repo.clone.push_apart`), and the
+    records of its Releases (``names``) dropped once they are kept; the push's warning."""
+    tick = Tick.open(repo, state_dir, now)
+    try:
+        warning, kept = push_apart(tick.status_store.pusher, clone)
+        if kept:
+            _drop_kept_records(tick, names)
+        return warning
     finally:
         tick.close()
 

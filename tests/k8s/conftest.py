@@ -4,6 +4,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.k8s.k8s_scenario import KubeScenario
 from tests.k8s.testenv import KubeEnv, start, stop
@@ -21,3 +22,17 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeEnv]:
 @pytest.fixture
 def kscenario(kube: KubeEnv, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> KubeScenario:
     return KubeScenario(kube, tmp_path, capsys)
+
+
+@pytest.fixture(scope="session")
+def namespace(kube: KubeEnv) -> str:
+    """The namespace of deploy/, made for real once its own dry run passed (the server
+    dry-runs nothing in a namespace that does not exist). Once per session and never
+    deleted: the test API server runs no namespace controller, so a deleted namespace
+    stays terminating, and the server goes with the session."""
+    from tests.k8s.deploy_env import DEPLOY, NAMESPACE, dry_run_apply  # dagster: when asked
+
+    manifest = yaml.safe_load((DEPLOY / "namespace.yaml").read_text())
+    dry_run_apply(kube, manifest)
+    kube.core.create_namespace(manifest)
+    return NAMESPACE

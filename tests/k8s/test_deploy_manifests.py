@@ -3,16 +3,13 @@ the Job the K8sRunLauncher makes for a ``convoy_tick`` run with deploy/dagster-k
 each dry-run by the test API server (``dryRun=All``). A refusal fails the test."""
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from dagster import DagsterInstance
-from dagster._config import process_config
 from dagster._core.definitions.reconstruct import ReconstructableRepository
-from dagster._core.instance.config import dagster_instance_config
 from dagster._core.launcher import LaunchRunContext
 from dagster_k8s import K8sRunLauncher
 from dagster_k8s.client import DagsterK8sUnrecoverableAPIError
@@ -20,20 +17,9 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from convoy_batch.assets import tick_job
-from convoy_batch.deployers.kubeapi import KubeApi
+from tests.k8s.deploy_env import DAEMON_ENV, DEPLOY, dry_run_apply, launcher_config
 from tests.k8s.testenv import KubeEnv
 from tests.renderer_tools import kustomize_kubectl
-from tests.scenario import PROJECT
-
-DEPLOY = PROJECT / "deploy"
-NAMESPACE = "convoy-batch"
-DAEMON_ENV = {  # what the daemon's environment gives the instance config
-    "DAGSTER_PG_HOST": "postgres.convoy-batch",
-    "DAGSTER_PG_USER": "dagster",
-    "DAGSTER_PG_PASSWORD": "secret",
-    "DAGSTER_PG_DB": "dagster",
-    "CONVOY_IMAGE": "registry.example/convoy-batch:0.1.0",
-}
 
 
 def shipped_objects() -> list[dict[str, Any]]:
@@ -44,33 +30,6 @@ def shipped_objects() -> list[dict[str, Any]]:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
-
-
-def dry_run_apply(kube: KubeEnv, obj: dict[str, Any]) -> dict[str, Any]:
-    """Server-side apply of ``obj`` as a dry run (``kubectl apply --server-side
-    --dry-run=server``): the server's answer, or ApiError/Forbidden when it refuses."""
-    api = KubeApi(kube.api.configuration, "the test API server")
-    resource = api.resources(obj["apiVersion"])[obj["kind"]]
-    meta = obj["metadata"]
-    path = resource.path(meta.get("namespace"), meta["name"])
-    query = {"dryRun": "All", "fieldManager": "convoy-batch-deploy", "force": "true"}
-    answer: dict[str, Any] = api.request(
-        "PATCH", path, query, obj, content_type="application/apply-patch+yaml"
-    )
-    return answer
-
-
-@pytest.fixture(scope="module")
-def namespace(kube: KubeEnv) -> Iterator[str]:
-    """The namespace of deploy/, made for real once its own dry run passed (the server
-    dry-runs nothing in a namespace that does not exist)."""
-    manifest = yaml.safe_load((DEPLOY / "namespace.yaml").read_text())
-    dry_run_apply(kube, manifest)
-    kube.core.create_namespace(manifest)
-    try:
-        yield NAMESPACE
-    finally:
-        kube.core.delete_namespace(NAMESPACE)
 
 
 def test_every_object_deploy_ships_passes_the_servers_dry_run(
@@ -107,19 +66,6 @@ class DryRunJobs(client.BatchV1Api):
         answer = super().create_namespaced_job(namespace, body, dry_run="All", **kwargs)
         self.answers.append(answer)
         return answer
-
-
-def launcher_config(home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """deploy/dagster-k8s.yaml's run launcher config, validated with the instance file as
-    the daemon reads it (its environment set)."""
-    for name, value in DAEMON_ENV.items():
-        monkeypatch.setenv(name, value)
-    (home / "dagster-k8s.yaml").write_text((DEPLOY / "dagster-k8s.yaml").read_text())
-    config, _ = dagster_instance_config(str(home), "dagster-k8s.yaml")
-    result = process_config(K8sRunLauncher.config_type(), config["run_launcher"]["config"])
-    assert result.success, [e.message for e in result.errors or ()]
-    assert isinstance(result.value, dict)
-    return result.value
 
 
 def launch_tick_run(kube: KubeEnv, home: Path, config: dict[str, Any]) -> tuple[DryRunJobs, str]:
