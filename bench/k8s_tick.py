@@ -162,11 +162,25 @@ class Kubectl:
 def convoy_tick(repo: Path, state: Path, minutes: int) -> Callable[[], str]:
     def run() -> str:
         before = kubeapi.write_count()
+        counts = dict(kubeapi.COUNTS)
         report = run_tick(repo, state, T0 + timedelta(minutes=minutes), all_releases=True)
         errors = [h.outcome.message for h in report.handled if h.outcome.is_error]
         writes = kubeapi.write_count() - before
         first_error = f" first error: {errors[0]}" if errors else ""
-        return f"reconciled={len(report.handled)} errors={len(errors)} writes={writes}{first_error}"
+        sent = {m: n - counts.get(m, 0) for m, n in kubeapi.COUNTS.items()}
+        dry = sum(n for m, n in sent.items() if m.startswith("dry-run "))
+        reads = sum(n for m, n in sent.items() if m == "GET")
+        objects = 6 * len(report.handled)  # a Namespace and 5 objects each
+        per = (
+            f" per object: dry run {dry / objects:.2f}, write {writes / objects:.2f}, "
+            f"read {reads / objects:.2f}"
+            if objects
+            else ""
+        )
+        return (
+            f"reconciled={len(report.handled)} errors={len(errors)} writes={writes}"
+            f"{per}{first_error}"
+        )
 
     return run
 

@@ -138,7 +138,9 @@ def commit_all(root: Path) -> None:
     subprocess.run([*git, "config", "user.name", "bench"], check=True)
     subprocess.run([*git, "config", "user.email", "bench@localhost"], check=True)
     subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "bench"], check=True)
+    # git's automatic gc, which so many files start, runs before this returns, not in the
+    # background (bench/fleet.py copies the repository next).
+    subprocess.run([*git, "-c", "gc.autoDetach=false", "commit", "-q", "-m", "bench"], check=True)
 
 
 def _child(fn: Callable[[], object], queue: "mp.Queue[tuple[float, int, str]]") -> None:

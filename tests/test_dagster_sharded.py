@@ -4,7 +4,6 @@ recorded once, ``git fsck`` clean, and the same outcome as one process's tick of
 of the repository. A run of the job is a few processes of Dagster each (about 20 s here)."""
 
 import subprocess
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,8 +15,10 @@ from convoy_batch.sharded import JOB, sharded_run_config, sharded_tick_job, shar
 from convoy_batch.timefmt import format_time
 from tests.pg import PgServer
 from tests.scenario import PROJECT, T0, Scenario
-from tests.test_dagster_postgres import fsck, status_commits, status_events
-from tests.test_shards import fleet, outcome
+from tests.test_dagster_postgres import _quiet_beta_warnings, fsck, status_commits, status_events
+from tests.test_shards import fleet, outcome, two
+
+__all__ = ["_quiet_beta_warnings", "two"]  # the fixtures, shared with the other tests of shards
 
 WAVES = [{"ghost"}, {"web", "api"}, {"shop", "blog"}]
 """fleet()'s cluster waves, lowest first: no Cluster, staging (0), east and west (1)."""
@@ -50,25 +51,6 @@ def four_stages_on_shared_io() -> dg.JobDefinition:
 def one_stage() -> dg.JobDefinition:
     """A process caches the job of a reconstructable function: one function per shape."""
     return job_of(1)
-
-
-@pytest.fixture(autouse=True)
-def _quiet_beta_warnings() -> Iterator[None]:
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", dg.BetaWarning)
-        yield
-
-
-@pytest.fixture
-def two(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> tuple[Scenario, Scenario]:
-    """Two repositories with the same commits (the same dates: the same SHAs)."""
-    for variable in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):
-        monkeypatch.setenv(variable, "1764414000 +0000")
-    return Scenario(tmp_path / "one", capsys), Scenario(tmp_path / "sharded", capsys)
 
 
 def run_job(
