@@ -198,7 +198,7 @@ def test_a_quiet_tick_takes_the_rules_results_from_the_state_directory_without_c
     assert s.status()["rollout"]["state"] == "Succeeded"
     memo = json.loads((s.state / "cache" / "health-staging.json").read_text())["entries"]
     assert list(memo) == ["web.convoy.test/Widget/web/gadget"]
-    assert memo["web.convoy.test/Widget/web/gadget"][1] == [
+    assert json.loads(memo["web.convoy.test/Widget/web/gadget"][1]) == [
         "Current",
         "Widget: current is true (clusters/staging.yaml spec.healthChecks[0])",
     ]

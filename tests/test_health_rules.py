@@ -374,7 +374,11 @@ def test_a_remembered_entry_that_is_not_a_result_is_evaluated_again(
     obj = widget(("Ready", "False"))
     expected = next_tick(path, obj)
     body = json.loads(path.read_text())
-    for garbage in (["Healthy", "made up"], ["Current"], "Current", ["Current", 1]):
+    # Each entry keeps its document as JSON text (the parse cache's format 2).
+    texts = [
+        json.dumps(g) for g in (["Healthy", "made up"], ["Current"], "Current", ["Current", 1])
+    ]
+    for garbage in [*texts, "[not JSON", ["Current", "a document, not its text"]]:
         body["entries"]["example.com/Widget/web/gadget"][1] = garbage
         path.write_text(json.dumps(body))
         compiled = counting_compiles(monkeypatch)
