@@ -320,12 +320,13 @@ class _Planned:
 
 class _HeadStamp:
     """Whether HEAD may have moved since it was read, told from the files git keeps it in
-    without reading them (a tick asks once per Release, :meth:`StatusStore.
-    committed_since_opened`). Key: each file's inode, mtime and size, taken before HEAD
-    is read. Invariant: git replaces each of these files by renaming a new one over it
-    (``HEAD``, the branch's loose ref, ``packed-refs``, the reftable's ``tables.list``),
-    so while none of them changed, HEAD is still the commit read after the stamp; any
-    change sends the caller to read HEAD itself. Lifetime: until HEAD is read again."""
+    without reading them (a tick asks once per Release:
+    :meth:`StatusStore.committed_since_opened`). Key: each file's inode, mtime and size,
+    taken before HEAD is read. Invariant: git replaces each of these files by renaming a
+    new one over it (``HEAD``, the branch's loose ref, ``packed-refs``, the reftable's
+    ``tables.list``), so while none of them changed, HEAD is still the commit read after
+    the stamp; any change sends the caller to read HEAD itself. Lifetime: until HEAD is
+    read again."""
 
     def __init__(self, files: list[Path]) -> None:
         self.files = files
