@@ -2,13 +2,17 @@
 manager left them (and, the trap, as convoy-batch created them), Report mode recording
 drift in the status without writing it back, Correct mode recording a correction once per
 episode, objects ignored whole, a Cluster's defaults, a Secret's drift told by paths
-only, and one notification per drift change."""
+only, and one notification per drift change. Each runs twice: with the deployer's memory
+of parsed files as shipped, and holding a single file (every drift check and apply then
+reads most objects again from the parse cache)."""
 
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+from convoy_batch.deployers import directory
 from tests.receiver import Receiver
 from tests.scenario import FAILURE_POLICY, Scenario
 from tests.test_notify import alert_yaml, generic, providers
@@ -25,6 +29,11 @@ SEEDED = (
     "  annotations: {convoy.dev/drift: ignore}\ndata: {value: first}\n"
 )
 """A ConfigMap ignored whole: created once, never updated."""
+
+
+@pytest.fixture(autouse=True, params=[directory.MEMO_FILES, 1], ids=["memo", "memo-of-one"])
+def _memo_files(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(directory, "MEMO_FILES", request.param)
 
 
 def settled(s: Scenario, spec_extra: str, **app: Any) -> None:

@@ -276,14 +276,15 @@ def test_a_decision_whose_step_fails_when_completed_is_still_committed(
     assert not (s.state / "intents" / "web.json").exists()
 
 
-@pytest.mark.parametrize("refs", ["loose", "packed", "detached"])
+@pytest.mark.parametrize("refs", ["loose", "packed", "detached", "read-again"])
 def test_a_tick_skips_a_release_whose_status_another_tick_committed_since(
     scenario: Scenario, refs: str
 ) -> None:
     """Two ticks read HEAD; the second commits web's status first. The first, when it
     comes to web, decides nothing from the status it read: web is skipped, no commit.
     However git keeps HEAD's commit (a loose ref, packed refs, a detached HEAD), the
-    move is seen."""
+    move is seen, also after the tick read HEAD again for an earlier Release's commit
+    (``read-again``: what its texts' thread does within the batch)."""
     from convoy_batch.engine.tick import Tick
     from convoy_batch.ticks import runner
 
@@ -300,6 +301,8 @@ def test_a_tick_skips_a_release_whose_status_another_tick_committed_since(
 
     report = runner.TickReport()
     with slow.status_store.batch():
+        if refs == "read-again":
+            slow.status_store.load("web")  # HEAD's status files read again, at the new HEAD
         options = runner.TickOptions(names=("web",))
         runner._reconcile_due(slow, runner.select(slow, ["web"]), options, report)
     slow.close()

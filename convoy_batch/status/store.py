@@ -97,6 +97,9 @@ class StatusStore:
         With ``cache``, a file whose blob was parsed before is not read again."""
         statuses = {}
         self._blobs, self._texts = None, {}
+        # Taken before HEAD is read, here only: a batch reads HEAD again for its commits,
+        # and the stamp must stay the one of the HEAD the statuses were opened at.
+        self._stamp = _HeadStamp.take(self.repo)
         blobs = self._head_blobs()
         self._opened = (self._read_at, {name: blob.hexsha for name, blob in blobs.items()})
         self.set_statuses = {}
@@ -145,7 +148,6 @@ class StatusStore:
         return self._blobs
 
     def _read_head_blobs(self) -> dict[str, git.Blob]:
-        self._stamp = _HeadStamp.take(self.repo)  # before HEAD is read
         try:
             commit = self.repo.head.commit
             self._read_at = commit.hexsha
