@@ -9,6 +9,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
+from functools import lru_cache
 from typing import Annotated, Any, Final, Literal, TypeVar
 
 from pydantic import (
@@ -995,6 +996,22 @@ Identity = tuple[str, str, str, str]
 """(group, kind, namespace or "", name): what makes two objects the same object (SPEC 3)."""
 
 
+@lru_cache(maxsize=1 << 16)
+def _name_problem(group: str, kind: str, namespace: str | None, name: str) -> str | None:
+    """:meth:`ObjectKey.name_problem`. Key: the identity; a pure function of it. Each
+    object's key is checked where its inventory is read and where a directory cluster
+    stores it, tick after tick: it keeps the last 65,536."""
+    key = f"{kind}.{group}" if group else kind
+    where = f"{key} {namespace}/{name}" if namespace else f"{key} {name}"
+    if namespace is not None and not is_label(namespace):
+        return f"{where}: namespace {namespace!r} is not a DNS-1123 label"
+    if not KIND.match(kind) or (group and not is_subdomain(group)):
+        return f"{where}: kind or group is not valid"
+    if not is_path_segment(name):
+        return f"{where}: name {name!r} cannot be a file name"
+    return None
+
+
 class ObjectKey(Model):
     """Identity of an object: (group, kind, namespace, name); ``version`` for the API."""
 
@@ -1016,13 +1033,7 @@ class ObjectKey(Model):
         segment. A directory cluster keeps each object in a file named from its identity,
         and an inventory's entries name objects to prune: an identity that is not a
         Kubernetes name could name a path outside the cluster."""
-        if self.namespace is not None and not is_label(self.namespace):
-            return f"{self}: namespace {self.namespace!r} is not a DNS-1123 label"
-        if not KIND.match(self.kind) or (self.group and not is_subdomain(self.group)):
-            return f"{self}: kind or group is not valid"
-        if not is_path_segment(self.name):
-            return f"{self}: name {self.name!r} cannot be a file name"
-        return None
+        return _name_problem(self.group, self.kind, self.namespace, self.name)
 
     def __str__(self) -> str:
         kind = f"{self.kind}.{self.group}" if self.group else self.kind

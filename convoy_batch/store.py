@@ -26,6 +26,7 @@ import re
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from convoy_batch.errors import StateFailed, UsageError
 from convoy_batch.models import ReleaseInventory, parse_model
@@ -268,9 +269,10 @@ class InventoryStore:
         if self._problem:
             raise StateFailed(self._problem)
 
-    def load(self, release: str) -> ReleaseInventory:
-        """The stored inventory; empty when missing, or (with a warning) when it does not
-        parse. StateFailed when it cannot be read."""
+    def load(self, release: str, journal: HealthJournal | None = None) -> ReleaseInventory:
+        """The stored inventory, with the health of ``journal``'s record for it when one
+        applies; empty when missing, or (with a warning) when it does not parse.
+        StateFailed when it cannot be read."""
         path = self.path(release)
         self._usable()
         empty = ReleaseInventory(release=release)
@@ -278,8 +280,10 @@ class InventoryStore:
         self._digests[release] = None  # set once the file holds exactly what is returned
         if data is None:
             return empty
+        digest = hashlib.sha256(data).hexdigest()
         try:
-            inventory = parse_model(ReleaseInventory, json.loads(data), str(path))
+            raw = json.loads(data)
+            inventory = _parse(raw, path, _journal_health(raw, release, digest, journal))
         except ValueError as exc:  # JSONDecodeError and parse_model's are ValueErrors
             log.warning("unreadable inventory, treated as empty: %s", describe(path, exc))
             return empty
@@ -288,7 +292,7 @@ class InventoryStore:
             return empty
         valid = _valid_entries(inventory, path)
         if valid is inventory:
-            self._digests[release] = hashlib.sha256(data).hexdigest()
+            self._digests[release] = digest
         return valid
 
     def save(self, inventory: ReleaseInventory, *, durable: bool = True) -> None:
@@ -339,7 +343,7 @@ class Inventories:
         """The Release's inventory as this tick knows it (StateFailed when its file
         cannot be read)."""
         if name not in self.known:
-            inventory = self.journal.overlay(self.files.load(name), self.files.digest(name))
+            inventory = self.files.load(name, self.journal)
             self.known[name] = self.stored[name] = inventory
         return self.known[name]
 
@@ -365,6 +369,35 @@ class Inventories:
         self.files.remove(name)
         self.journal.forget(name)
         self.known[name] = self.stored[name] = ReleaseInventory(release=name)
+
+
+def _journal_health(
+    raw: Any, release: str, digest: str, journal: HealthJournal | None
+) -> list[Any] | None:
+    """The health list of ``journal``'s record that applies to the inventory file's data
+    ``raw`` (SHA-256 ``digest``); None when none applies."""
+    entries = raw.get("entries") if isinstance(raw, dict) else None
+    if journal is None or not isinstance(entries, list):
+        return None
+    return journal.health_of(release, digest, len(entries))
+
+
+def _parse(raw: Any, path: Path, healths: list[Any] | None) -> ReleaseInventory:
+    """The inventory file's data validated once, each entry's health taken from
+    ``healths`` (a journal record's) where it has one; a deleted hook's entry keeps its
+    own. A record that does not validate is warned of and not used."""
+    if healths is not None:
+        entries = [
+            entry
+            if not isinstance(entry, dict) or entry.get("hookDeleted") or health is None
+            else {**entry, "health": health}
+            for entry, health in zip(raw["entries"], healths, strict=True)
+        ]
+        try:
+            return parse_model(ReleaseInventory, {**raw, "entries": entries}, str(path))
+        except ValueError as exc:
+            log.warning("%s: health journal record ignored: %s", path, exc)
+    return parse_model(ReleaseInventory, raw, str(path))
 
 
 def _bookkeeping(inventory: ReleaseInventory) -> list[tuple[object, ...]]:

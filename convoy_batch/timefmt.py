@@ -7,6 +7,7 @@ units (``1h30m``, ``90s`` prints as ``1m30s``, zero prints as ``0``); times prin
 
 import re
 from datetime import UTC, datetime, timedelta, tzinfo
+from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 _UNITS = {
@@ -81,19 +82,30 @@ def format_duration(d: timedelta) -> str:
 def parse_time(value: str | datetime) -> datetime:
     """Parse an RFC 3339 time into an aware UTC datetime truncated to the second."""
     if isinstance(value, datetime):
-        dt = value
-    elif isinstance(value, str):
-        text = value.strip()
-        if text.endswith(("Z", "z")):
-            text = text[:-1] + "+00:00"
-        try:
-            dt = datetime.fromisoformat(text)
-        except ValueError:
-            raise ValueError(f"not an RFC 3339 time: {value!r}") from None
-        if "T" not in text.upper() or dt.tzinfo is None:
-            raise ValueError(f"not an RFC 3339 time with zone: {value!r}")
-    else:
-        raise ValueError(f"not an RFC 3339 time: {value!r}")
+        return _in_utc(value)
+    if isinstance(value, str):
+        return _parse_text(value)
+    raise ValueError(f"not an RFC 3339 time: {value!r}")
+
+
+@lru_cache(maxsize=4096)
+def _parse_text(value: str) -> datetime:
+    """:func:`parse_time` of a string. Key: the string; a pure function of it, whose
+    result is immutable. A tick reads the same few times many times over (each health
+    observed at the tick's time), so it keeps the last few thousand."""
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"not an RFC 3339 time: {value!r}") from None
+    if "T" not in text.upper() or dt.tzinfo is None:
+        raise ValueError(f"not an RFC 3339 time with zone: {value!r}")
+    return _in_utc(dt)
+
+
+def _in_utc(dt: datetime) -> datetime:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return dt.astimezone(UTC).replace(microsecond=0)

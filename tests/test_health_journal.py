@@ -18,7 +18,7 @@ def inventory_as_stored(state: Path, name: str = "web") -> ReleaseInventory:
     """The inventory a tick reads: the file, with the journal's health when it applies."""
     stores = Stores.open(state)
     try:
-        return stores.health.overlay(stores.inventories.load(name), stores.inventories.digest(name))
+        return stores.inventories.load(name, stores.health)
     finally:
         stores.writer.close()
 
@@ -97,3 +97,21 @@ def test_a_journal_that_cannot_be_used_sends_health_to_the_inventory_files(
         assert states(json_inventory(path)) == {None}
         assert json.loads(journal.read_text())["format"] == 1
     assert states(inventory_as_stored(scenario.state)) == {HealthState.CURRENT}
+
+
+def test_a_record_that_applies_but_does_not_validate_is_ignored_with_a_warning(
+    scenario: Scenario, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = rolled_out(scenario)
+    scenario.deployment_ready("web")
+    assert scenario.reconcile("web", minutes=1).code == 0
+    journal = scenario.state / "health.json"
+    data = json.loads(journal.read_text())
+    data["records"]["web"]["health"][0]["state"] = "Splendid"
+    journal.write_text(json.dumps(data))
+    with caplog.at_level(logging.WARNING, logger="convoy_batch"):
+        stored = inventory_as_stored(scenario.state)
+    assert stored == json_inventory(path)  # the file's own health, nothing of the record
+    assert states(stored) == {None}
+    warned = [r.getMessage() for r in caplog.records if "health journal record" in r.getMessage()]
+    assert len(warned) == 1 and str(path) in warned[0] and "state" in warned[0]

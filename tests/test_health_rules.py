@@ -248,6 +248,32 @@ def test_the_observer_applies_the_rules_to_live_objects(tmp_path: Path) -> None:
     assert unknown_health(ReleaseInventory(release="web", entries=(entry,))) is None
 
 
+def test_a_remembered_observation_holds_only_for_the_rules_it_was_made_by(
+    tmp_path: Path,
+) -> None:
+    deployer = DirectoryDeployer(tmp_path / "cluster")
+    obj = widget(("Ready", "False"))
+    deployer.apply([obj])
+    set_status(deployer.root, key_of(obj), obj["status"])
+    inventory = ReleaseInventory(release="web", entries=(InventoryEntry(key=key_of(obj)),))
+    path = tmp_path / "state" / "cache" / "observed-staging.json"
+
+    def state_by(*checks: dict[str, Any]) -> HealthState | None:
+        memo = ParseCache(path)
+        rules = rules_for(release(*checks), None, Programs(library="cel 1"))
+        (entry,) = observe(inventory, deployer, NOW, rules, memo).entries
+        memo.save()
+        return entry.health.state if entry.health else None
+
+    assert state_by(WIDGET_RULE) == FAILED
+    data = json.loads(path.read_text())  # what was remembered now says Current
+    data["entries"]["web"][1] = data["entries"]["web"][1].replace('"Failed"', '"Current"')
+    path.write_text(json.dumps(data))
+    assert state_by(WIDGET_RULE) == CURRENT  # the same rules: remembered
+    assert state_by() == IN_PROGRESS  # the built-in rules: kstatus's Ready False
+    assert state_by({**WIDGET_RULE, "failed": "false"}) == IN_PROGRESS  # another rule
+
+
 def test_unknown_health_names_the_object_and_the_rule() -> None:
     rules = rules_for(release({**WIDGET_RULE, "current": "nosuch"}), None, Programs())
     health = assess(widget(("Ready", "True")), NOW, rules)

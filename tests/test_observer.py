@@ -1,5 +1,6 @@
 """The observer (SPEC 11) over a real directory cluster, and ``health_changed``."""
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from convoy_batch.models import (
     ReleaseInventory,
     key_of,
 )
+from convoy_batch.state.caches import ParseCache
 from tests.fakes import FailingDeployer, deployment_status_ready, set_status
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
@@ -211,3 +213,105 @@ def test_health_changed_compares_state_and_render_ref_per_object(
     old: ReleaseInventory, new: ReleaseInventory, changed: bool
 ) -> None:
     assert health_changed(old, new) is changed
+
+
+# --- remembered across ticks ---------------------------------------------------------------
+
+
+def observed_with_memo(
+    cluster: DirectoryDeployer, memo_path: Path, inventory: ReleaseInventory, now: datetime = NOW
+) -> list[Health | None]:
+    """The health of each entry on a tick of its own: the memo read from ``memo_path``
+    and saved after, as a tick does."""
+    memo = ParseCache(memo_path)
+    entries = observe(inventory, cluster, now, memo=memo).entries
+    memo.save()
+    return [e.health for e in entries]
+
+
+def doctored(memo_path: Path, state: str) -> None:
+    """Every remembered observation says ``state`` (the signatures kept), so that its
+    use shows."""
+    data = json.loads(memo_path.read_text())
+    for entry in data["entries"].values():
+        seen = json.loads(entry[1])
+        entry[1] = json.dumps([[state, *item[1:]] if item else item for item in seen])
+    memo_path.write_text(json.dumps(data))
+
+
+def test_an_observation_is_remembered_while_the_objects_files_are_unchanged(
+    cluster: DirectoryDeployer, tmp_path: Path
+) -> None:
+    memo_path = tmp_path / "state" / "cache" / "observed-staging.json"
+    cluster.apply([deployment("web"), deployment("api")])
+    inventory = inventory_of(WEB, API, key_of(deployment("gone")))
+    first = observed_with_memo(cluster, memo_path, inventory)
+    assert [h.state if h else None for h in first] == [
+        HealthState.IN_PROGRESS,
+        HealthState.IN_PROGRESS,
+        HealthState.NOT_FOUND,
+    ]
+    assert list(json.loads(memo_path.read_text())["entries"]) == ["web"]  # by Release
+    doctored(memo_path, "Failed")
+    recalled = observed_with_memo(cluster, memo_path, inventory)
+    assert [h.state if h else None for h in recalled] == [HealthState.FAILED] * 3
+    # A file written since (a controller's status): the whole Release is read again.
+    set_status(cluster.root, API, deployment_status_ready(2))
+    again = observed_with_memo(cluster, memo_path, inventory)
+    assert [h.state if h else None for h in again] == [
+        HealthState.IN_PROGRESS,
+        HealthState.CURRENT,
+        HealthState.NOT_FOUND,
+    ]
+    # An object created where none was: read again too.
+    doctored(memo_path, "Failed")
+    cluster.apply([deployment("gone")])
+    created = observed_with_memo(cluster, memo_path, inventory)
+    assert [h.state if h else None for h in created] == [
+        HealthState.IN_PROGRESS,
+        HealthState.CURRENT,
+        HealthState.IN_PROGRESS,
+    ]
+
+
+def test_a_memo_entry_of_other_objects_or_not_an_observation_is_not_used(
+    cluster: DirectoryDeployer, tmp_path: Path
+) -> None:
+    memo_path = tmp_path / "state" / "cache" / "observed-staging.json"
+    cluster.apply([deployment("web"), deployment("api")])
+    observed_with_memo(cluster, memo_path, inventory_of(WEB, API))
+    doctored(memo_path, "Failed")
+    # Another inventory of the same Release (an object less): not its observation.
+    (alone,) = observed_with_memo(cluster, memo_path, inventory_of(WEB))
+    assert alone is not None and alone.state == HealthState.IN_PROGRESS
+    for junk in ('[["Splendid", null, "x"]]', '[["Failed", 7, "x"]]', '{"a": 1}', "[1]"):
+        data = json.loads(memo_path.read_text())
+        data["entries"]["web"][1] = junk
+        memo_path.write_text(json.dumps(data))
+        (seen,) = observed_with_memo(cluster, memo_path, inventory_of(WEB))
+        assert seen is not None and seen.state == HealthState.IN_PROGRESS, junk
+
+
+def test_a_pods_scheduling_window_is_measured_every_time_with_a_memo(
+    cluster: DirectoryDeployer, tmp_path: Path
+) -> None:
+    memo_path = tmp_path / "state" / "cache" / "observed-staging.json"
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "one", "namespace": "web"}}
+    cluster.apply([pod, deployment("web")])
+    key = key_of(pod)
+    stored = cluster.get(key)
+    assert stored is not None
+    stored["metadata"]["creationTimestamp"] = "2026-11-29T11:59:50Z"  # 10s before NOW
+    stored["status"] = {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+    }
+    cluster.write(cluster.path_of(key), stored)
+    inventory = inventory_of(key, WEB)
+    pod_now, _ = observed_with_memo(cluster, memo_path, inventory, NOW)
+    assert pod_now is not None and pod_now.state == HealthState.IN_PROGRESS
+    pod_later, web_later = observed_with_memo(cluster, memo_path, inventory, NOW.replace(second=5))
+    assert pod_later is not None and pod_later.state == HealthState.FAILED
+    assert web_later is not None and web_later.state == HealthState.IN_PROGRESS
+    (remembered,) = json.loads(memo_path.read_text())["entries"].values()
+    assert json.loads(remembered[1])[0] is None  # the Pod: assessed each time

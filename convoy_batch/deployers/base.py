@@ -61,6 +61,16 @@ class Describes(Protocol):
 
 
 @runtime_checkable
+class Versioned(Protocol):
+    """A deployer that can tell what changes when an object changes without reading it
+    (a directory cluster: its file's stat), for the observer's memo."""
+
+    def versions(self, keys: Iterable[ObjectKey]) -> dict[ObjectKey, str | None]:
+        """Each object's version; None for an object not there (ClusterUnavailable)."""
+        ...
+
+
+@runtime_checkable
 class ListsNamespaces(Protocol):
     """A deployer that can tell what a namespace holds (a removed Release's namespace is
     deleted only when nothing is in it)."""

@@ -233,7 +233,7 @@ once), not a whole cluster's; the parse cache keeps the others as text. A Releas
 more objects than this parses some of them again from that text."""
 
 
-def _signature(path: Path) -> str | None:
+def _signature(path: Path | str) -> str | None:
     """What changes when the file changes: its mtime, size and inode."""
     try:
         st = os.stat(path)
@@ -317,6 +317,7 @@ class DirectoryDeployer:
         """``within``: the folder nothing may be written outside of (the state directory,
         for a root configured relative to it); default the root itself."""
         self.root = Path(root)
+        self._root_text = str(self.root)
         self._real_root = real_root(within if within is not None else self.root)
         self._checked: set[Path] = set()  # folders checked (and cleaned) by this instance
         # Parsed files, checked against the file's stat: the observer's read and the
@@ -371,11 +372,15 @@ class DirectoryDeployer:
         return self._paths[identity]
 
     def _path_of(self, key: ObjectKey) -> Path:
+        return Path(self._file_of(key))
+
+    def _file_of(self, key: ObjectKey) -> str:
+        """:meth:`path_of` as text (a path object costs more than the stat it is for)."""
         namespace = key.namespace or CLUSTER_DIR
         if problem := key.name_problem():
             raise ValueError(problem)
         kind_dir = key.kind.lower() + (f".{key.group}" if key.group else "")
-        return self.root.joinpath(namespace, kind_dir, f"{key.name}.yaml")
+        return os.path.join(self._root_text, namespace, kind_dir, f"{key.name}.yaml")
 
     def _stored_crd_scopes(self) -> frozenset[tuple[str, str]]:
         if self._crd_scopes is None:
@@ -500,6 +505,17 @@ class DirectoryDeployer:
 
     def get_many(self, keys: Iterable[ObjectKey]) -> dict[ObjectKey, Manifest | None]:
         return {key: self.get(key) for key in keys}
+
+    def versions(self, keys: Iterable[ObjectKey]) -> dict[ObjectKey, str | None]:
+        """Each object's version: its file's mtime, size and inode, as the parse cache
+        keys it (None: no file, or a key that can name none)."""
+        found: dict[ObjectKey, str | None] = {}
+        for key in keys:
+            try:
+                found[key] = _signature(self._file_of(key))
+            except ValueError:
+                found[key] = None
+        return found
 
     def namespace_objects(self, namespace: str) -> list[ObjectKey]:
         """The objects stored in ``namespace`` (its folder's object files)."""

@@ -325,6 +325,11 @@ class Tick:
         (:mod:`convoy_batch.health.cel` states the key and invariant)."""
         return self.cache(f"health-{cluster.name}")
 
+    def observed_memo(self, cluster: Cluster) -> ParseCache:
+        """Where what the Cluster's objects were seen as is remembered across ticks
+        (:mod:`convoy_batch.health.observer` states the key and invariant)."""
+        return self.cache(f"observed-{cluster.name}")
+
     def deployer(self, cluster: Cluster) -> Deployer:
         """One deployer per Cluster per tick (so per-tick caches such as discovery hold)."""
         with self.lock:

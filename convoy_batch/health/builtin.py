@@ -331,7 +331,7 @@ KIND_RULES: dict[str, Rule] = {
 # --- generic rules ------------------------------------------------------------------
 
 
-def _kind_key(obj: Mapping[str, Any]) -> tuple[str, str]:
+def kind_key(obj: Mapping[str, Any]) -> tuple[str, str]:
     """``("apps/Deployment", "Deployment")`` from apiVersion and kind."""
     group = group_of(str(obj.get("apiVersion") or ""))
     kind = str(obj.get("kind") or "")
@@ -370,12 +370,18 @@ def _by_readiness(obj: Mapping[str, Any], kind: str) -> Result | None:
     return None
 
 
+CLOCK_KINDS = frozenset({"/Pod"})
+"""The kinds (``KIND_RULES`` keys) whose health :func:`compute` may tell from ``now`` as
+well as from the object: a Pod's scheduling window. Of every other kind, the same object
+has the same health at any time."""
+
+
 def compute(obj: Mapping[str, Any] | None, now: datetime) -> Result:
     """The health state of one live object at ``now`` (the tick's time) and why, in one
     short line (see module doc)."""
     if obj is None:
         return HealthState.NOT_FOUND, "not found in the cluster"
-    key, kind = _kind_key(obj)
+    key, kind = kind_key(obj)
     if found := _generic(obj, kind):
         return found
     rule = KIND_RULES.get(key)

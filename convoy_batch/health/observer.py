@@ -5,21 +5,41 @@ the Release's and its Cluster's CEL rules (:mod:`convoy_batch.health.cel`) for t
 kinds they name, else the built-in :func:`convoy_batch.health.builtin.compute`. The observer
 never decides failure: it records what it sees, and a deployer error (e.g.
 ClusterUnavailable) propagates so that nothing is assessed and the verdict stays Pending.
+
+What a Release's objects were seen as is remembered across ticks in a :class:`Memo`
+(the tick's ``<state>/cache/observed-<cluster>.json``), for a deployer that can tell each
+object's version without reading it (:class:`~convoy_batch.deployers.base.Versioned`:
+a directory cluster's file stat). Key: the Release. Signature: a digest of the built-in
+rules' code, the Release's and its Cluster's health rules, and each object's identity
+and version (none: not there). Invariant: an object of the same version is the same
+object, and assessed by the same rules it has the same health; but for a kind of
+:data:`~convoy_batch.health.builtin.CLOCK_KINDS` without a rule of its own, which is
+assessed every time. The versions are read before the objects, so what is remembered
+is never newer than the versions it is remembered under. An unchanged Release costs a
+stat of each object's file and one entry's decode.
 """
 
+import hashlib
 from datetime import datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
 
-from convoy_batch.deployers.base import Deployer, Manifest
+from convoy_batch.deployers.base import Deployer, Manifest, Versioned
 from convoy_batch.health import builtin as health
-from convoy_batch.health.cel import NO_RULES, Rules, evaluate
+from convoy_batch.health.cel import NO_RULES, Memo, Rules, evaluate
 from convoy_batch.models import (
     ANNOTATION_RENDER,
     Health,
     HealthState,
     Identity,
     InventoryEntry,
+    ObjectKey,
     ReleaseInventory,
 )
+
+Seen = tuple[HealthState, str | None, str]
+"""What an observation of one object finds: its state, ``assessedRenderRef``, message."""
 
 
 def _render_ref(live: Manifest | None) -> str | None:
@@ -31,35 +51,40 @@ def _render_ref(live: Manifest | None) -> str | None:
     return str(ref) if ref else None
 
 
-def assess(live: Manifest | None, now: datetime, rules: Rules = NO_RULES) -> Health:
-    """The health record of one live object (None: not in the cluster)."""
+def _seen_of(live: Manifest | None, now: datetime, rules: Rules) -> Seen:
     rule = rules.find(live) if live is not None else None
     if live is not None and rule is not None:
         state, message = evaluate(rule, live, rules.memo)
     else:
         state, message = health.compute(live, now)
-    return Health(
-        state=state,
-        assessed_render_ref=_render_ref(live),
-        message=message,
-        observed_at=now,
-    )
+    return state, _render_ref(live), message
+
+
+def assess(live: Manifest | None, now: datetime, rules: Rules = NO_RULES) -> Health:
+    """The health record of one live object (None: not in the cluster)."""
+    state, ref, message = _seen_of(live, now, rules)
+    return Health(state=state, assessed_render_ref=ref, message=message, observed_at=now)
 
 
 def observe(
-    inventory: ReleaseInventory, deployer: Deployer, now: datetime, rules: Rules = NO_RULES
+    inventory: ReleaseInventory,
+    deployer: Deployer,
+    now: datetime,
+    rules: Rules = NO_RULES,
+    memo: Memo | None = None,
 ) -> ReleaseInventory:
     """A new inventory whose every entry carries the health seen now (by ``rules`` for
-    the kinds they name); the rest is unchanged."""
+    the kinds they name); the rest is unchanged. ``memo``: what the Release's objects
+    were seen as, remembered across ticks (see the module doc)."""
     if not inventory.entries:
         return inventory
-    found = deployer.get_many([e.key for e in inventory.entries])
-    # Matched by identity, not by the whole key: a deployer may report another version.
-    live = {key.identity(): obj for key, obj in found.items()}
+    keys = [e.key for e in inventory.entries if not e.hook_deleted]
+    seen = _seen_now(inventory.release, keys, deployer, now, rules, memo)
+    not_found = _seen_of(None, now, rules)
     entries = tuple(
         entry
         if entry.hook_deleted  # deleted on purpose: it keeps the health it finished with
-        else _with_health(entry, assess(live.get(entry.key.identity()), now, rules))
+        else _with_health(entry, seen.get(entry.key.identity(), not_found), now)
         for entry in inventory.entries
     )
     if entries == inventory.entries:
@@ -67,12 +92,97 @@ def observe(
     return inventory.model_copy(update={"entries": entries})
 
 
-def _with_health(entry: InventoryEntry, health: Health) -> InventoryEntry:
+def _seen_now(
+    release: str,
+    keys: list[ObjectKey],
+    deployer: Deployer,
+    now: datetime,
+    rules: Rules,
+    memo: Memo | None,
+) -> dict[Identity, Seen]:
+    """What each object is seen as (by identity: a deployer may report another version),
+    recalled from ``memo`` where it can be, else read and assessed (and remembered)."""
+    seen: dict[Identity, Seen] = {}
+    signature = recalled = None
+    if memo is not None and isinstance(deployer, Versioned):
+        signature = _signature(keys, deployer.versions(keys), rules)
+        recalled = _recalled(memo.get(release, signature), len(keys))
+        for key, found in zip(keys, recalled or (), strict=False):
+            if found is not None:
+                seen[key.identity()] = found
+    unseen = [key for key in keys if key.identity() not in seen]
+    clock: set[Identity] = set()
+    for key, live in deployer.get_many(unseen).items() if unseen else ():
+        seen[key.identity()] = _seen_of(live, now, rules)
+        if _tells_time(live, rules):
+            clock.add(key.identity())
+    if memo is not None and signature is not None and recalled is None:
+        remembered = [
+            list(seen[i]) if i in seen and i not in clock else None
+            for i in (key.identity() for key in keys)
+        ]
+        memo.put(release, signature, remembered)
+    return seen
+
+
+@cache
+def _builtin_code() -> bytes:
+    """The built-in rules' code (a memo made by other code is not trusted)."""
+    return hashlib.blake2b(Path(health.__file__).read_bytes(), digest_size=16).digest()
+
+
+def _signature(keys: list[ObjectKey], versions: dict[ObjectKey, str | None], rules: Rules) -> str:
+    """The memo's signature (see the module doc)."""
+    digest = hashlib.blake2b(_builtin_code(), digest_size=16)
+    for kind, rule in sorted(rules.by_kind.items()):
+        digest.update(f"{kind}\n".encode() + rule.signature + b"\n")
+    for key in keys:
+        digest.update(f"{'/'.join(key.identity())} {versions.get(key) or '-'}\n".encode())
+    return digest.hexdigest()
+
+
+def _tells_time(live: Manifest | None, rules: Rules) -> bool:
+    """The object's health may depend on ``now`` as well: a kind of ``CLOCK_KINDS`` that
+    no rule of the Release's assesses."""
+    if live is None or rules.find(live) is not None:
+        return False
+    return health.kind_key(live)[0] in health.CLOCK_KINDS
+
+
+def _recalled(data: Any, count: int) -> list[Seen | None] | None:
+    """What each of ``count`` objects was seen as, from a memo's entry (None: assessed
+    each time); None when there is no such entry (never trusted half-read)."""
+    if not (isinstance(data, list) and len(data) == count):
+        return None
+    recalled: list[Seen | None] = []
+    for item in data:
+        if item is None:
+            recalled.append(None)
+            continue
+        if not (isinstance(item, list) and len(item) == 3):
+            return None
+        state, ref, message = item
+        if not (isinstance(ref, str | None) and isinstance(message, str)):
+            return None
+        try:
+            recalled.append((HealthState(state), ref, message))
+        except ValueError:
+            return None
+    return recalled
+
+
+def _with_health(entry: InventoryEntry, seen: Seen, now: datetime) -> InventoryEntry:
     """``observedAt`` is when this health was first seen: an unchanged health keeps its
     time, so a quiet tick leaves the inventory (and its file) as it was."""
+    state, ref, message = seen
     old = entry.health
-    if old is not None and old.model_copy(update={"observed_at": health.observed_at}) == health:
+    if old is not None and (old.state, old.assessed_render_ref, old.message) == (
+        state,
+        ref,
+        message,
+    ):
         return entry
+    health = Health(state=state, assessed_render_ref=ref, message=message, observed_at=now)
     return entry.model_copy(update={"health": health})
 
 

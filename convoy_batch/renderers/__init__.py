@@ -68,7 +68,7 @@ def source_revision(release: Release, sources: SourceResolver, charts: ChartReso
     spec = release.spec.source.render
     if isinstance(spec, HelmRender) and spec.from_repository:
         return charts.resolve(release).revision
-    return sources.listing(release).revision
+    return sources.revision(release)
 
 
 def watched_revision(release: Release, sources: SourceResolver, charts: ChartResolver) -> str:
@@ -77,7 +77,7 @@ def watched_revision(release: Release, sources: SourceResolver, charts: ChartRes
     revision = source_revision(release, sources, charts)
     spec = release.spec.source
     if isinstance(spec.render, HelmRender) and spec.render.from_repository and spec.path:
-        revision += f" {sources.listing(release).revision}"
+        revision += f" {sources.revision(release)}"
     return revision
 
 

@@ -123,6 +123,20 @@ class SourceResolver:
         with self._lock:
             return self._listing(release)[1][0]
 
+    def revision(self, release: Release) -> str:
+        """``listing(release).revision``, without listing the files when the last change
+        of ``source.path`` is remembered from an earlier tick (:class:`_Remembered`: the
+        folder was listed then, and no commit since changed it); SourceFailed, one line."""
+        with self._lock:
+            source = release.spec.source
+            if source.url is None and source.path is not None:
+                ref = release.spec.pin or source.ref
+                path = normalize_source_path(source.path)
+                commit = self._commit(None, self._repos[None], ref)
+                if known := self._remembered.get(commit.hexsha, path):
+                    return known
+            return self._listing(release)[1][0].revision
+
     def fetch(self, release: Release) -> SourceSnapshot:
         """The source files and revision of ``release`` (SourceFailed, one line)."""
         with self._lock:

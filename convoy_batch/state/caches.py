@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from convoy_batch.errors import StateFailed
-from convoy_batch.models import Health, ReleaseInventory, TickRecord, parse_model
+from convoy_batch.models import ReleaseInventory, TickRecord, parse_model
 from convoy_batch.state.files import (
     atomic_write,
     check_file_name,
@@ -174,28 +174,17 @@ class HealthJournal(_SharedRecords):
     def __init__(self, state_dir: Path) -> None:
         super().__init__(Path(state_dir) / "health.json", state_dir)
 
-    def overlay(self, inventory: ReleaseInventory, digest: str | None) -> ReleaseInventory:
-        """``inventory`` (read from the file with SHA-256 ``digest``) with the health of
-        its record, when one applies."""
+    def health_of(self, release: str, digest: str | None, count: int) -> list[Any] | None:
+        """The health list (JSON data, one item per entry) of the record that applies to
+        ``release``'s inventory file of SHA-256 ``digest`` and ``count`` entries; None when
+        none applies."""
         if digest is None or self.unusable:
-            return inventory
-        record = self._pending.get(inventory.release) or self.stored(inventory.release)
+            return None
+        record = self._pending.get(release) or self.stored(release)
         if not isinstance(record, dict) or record.get("of") != digest:
-            return inventory
+            return None
         healths = record.get("health")
-        if not isinstance(healths, list) or len(healths) != len(inventory.entries):
-            return inventory
-        try:
-            entries = tuple(
-                entry
-                if entry.hook_deleted or raw is None
-                else entry.model_copy(update={"health": Health.model_validate(raw)})
-                for entry, raw in zip(inventory.entries, healths, strict=True)
-            )
-        except ValueError as exc:
-            log.warning("%s: %s: record ignored: %s", self.path, inventory.release, exc)
-            return inventory
-        return inventory.model_copy(update={"entries": entries})
+        return healths if isinstance(healths, list) and len(healths) == count else None
 
     def keep(self, inventory: ReleaseInventory, digest: str | None) -> bool:
         """Record the health of ``inventory``, whose file (SHA-256 ``digest``) holds the

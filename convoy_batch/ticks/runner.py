@@ -118,7 +118,9 @@ def observe_release(
     try:
         cluster = resolve_cluster(tick, release)
         rules = rules_for(release, cluster, tick.programs, tick.health_memo(cluster))
-        observed = observe(inventory, tick.deployer(cluster), tick.now, rules)
+        observed = observe(
+            inventory, tick.deployer(cluster), tick.now, rules, tick.observed_memo(cluster)
+        )
         tick.note_inventory(observed)
         if save:
             tick.save_inventory(release.name)

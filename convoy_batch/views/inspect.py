@@ -161,7 +161,9 @@ def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
         if inventory.entries:
             cluster = resolve_cluster(tick, release)
             rules = rules_for(release, cluster, tick.programs, tick.health_memo(cluster))
-            inventory = observe(inventory, tick.deployer(cluster), tick.now, rules)
+            inventory = observe(
+                inventory, tick.deployer(cluster), tick.now, rules, tick.observed_memo(cluster)
+            )
         force_at = pending_force_sync(tick, release, status)
     except ConvoyError as exc:
         return _error(name, exc.reason, str(exc))
