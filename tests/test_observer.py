@@ -274,6 +274,21 @@ def test_an_observation_is_remembered_while_the_objects_files_are_unchanged(
     ]
 
 
+def test_an_observation_that_does_not_recall_reads_every_object_and_remembers_it(
+    cluster: DirectoryDeployer, tmp_path: Path
+) -> None:
+    memo_path = tmp_path / "state" / "cache" / "observed-staging.json"
+    cluster.apply([deployment("web")])
+    observed_with_memo(cluster, memo_path, inventory_of(WEB))
+    doctored(memo_path, "Failed")
+    memo = ParseCache(memo_path)
+    (read,) = observe(inventory_of(WEB), cluster, NOW, memo=memo, recall=False).entries
+    memo.save()
+    assert read.health is not None and read.health.state == HealthState.IN_PROGRESS
+    (recalled,) = observed_with_memo(cluster, memo_path, inventory_of(WEB))
+    assert recalled is not None and recalled.state == HealthState.IN_PROGRESS  # rewritten
+
+
 def test_a_memo_entry_of_other_objects_or_not_an_observation_is_not_used(
     cluster: DirectoryDeployer, tmp_path: Path
 ) -> None:

@@ -123,6 +123,46 @@ def test_last_changes_remembered_across_ticks_hold_until_a_commit_changes_the_pa
     assert revisions("apps/web") == {"apps/web": "f" * 40}
 
 
+def test_a_remembered_revision_is_given_without_listing_the_folder_until_it_changes(
+    gitops: git.Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "s"
+
+    def resolver() -> SourceResolver:
+        return SourceResolver(GitOpsRepo(Path(gitops.working_tree_dir or "")), state)
+
+    first = gitops.head.commit.hexsha
+    learnt = resolver()
+    assert learnt.revision(release()) == learnt.listing(release()).revision == first
+    learnt.remember()
+    learnt.close()
+    commit_files(gitops, {"apps/api/x.yaml": CM.format(name="x2")})  # not apps/web
+    listed: list[str] = []
+    real = source._list_files
+
+    def counting(*args: Any) -> Any:
+        listed.append(args[2])
+        return real(*args)
+
+    monkeypatch.setattr(source, "_list_files", counting)
+    quiet = resolver()
+    assert quiet.revision(release()) == first
+    assert listed == []  # remembered: no file listed
+    assert quiet.revision(release("apps/api")) == gitops.head.commit.hexsha
+    assert listed == ["apps/api"]  # changed since: listed and looked for
+    quiet.close()
+    removed = remove_files(gitops, ["apps/web/b.yaml", "apps/web/c.json"])
+    changed = resolver()
+    assert changed.revision(release()) == removed  # the folder changed: looked for again
+    changed.remember()
+    changed.close()
+    remove_files(gitops, ["apps/web/a/z.yml", "apps/web/README.md"])
+    gone = resolver()
+    with pytest.raises(SourceFailed, match="not found"):
+        gone.revision(release())  # a folder removed since is listed, and is missing
+    gone.close()
+
+
 def test_revision_through_a_merge_matches_git_log_of_the_path(
     gitops: git.Repo, tmp_path: Path
 ) -> None:

@@ -72,14 +72,17 @@ def observe(
     now: datetime,
     rules: Rules = NO_RULES,
     memo: Memo | None = None,
+    *,
+    recall: bool = True,
 ) -> ReleaseInventory:
     """A new inventory whose every entry carries the health seen now (by ``rules`` for
     the kinds they name); the rest is unchanged. ``memo``: what the Release's objects
-    were seen as, remembered across ticks (see the module doc)."""
+    were seen as, remembered across ticks (see the module doc); ``recall=False`` reads
+    and assesses every object, and remembers what it saw."""
     if not inventory.entries:
         return inventory
     keys = [e.key for e in inventory.entries if not e.hook_deleted]
-    seen = _seen_now(inventory.release, keys, deployer, now, rules, memo)
+    seen = _seen_now(inventory.release, keys, deployer, now, rules, memo, recall)
     not_found = _seen_of(None, now, rules)
     entries = tuple(
         entry
@@ -99,6 +102,7 @@ def _seen_now(
     now: datetime,
     rules: Rules,
     memo: Memo | None,
+    recall: bool,
 ) -> dict[Identity, Seen]:
     """What each object is seen as (by identity: a deployer may report another version),
     recalled from ``memo`` where it can be, else read and assessed (and remembered)."""
@@ -106,7 +110,7 @@ def _seen_now(
     signature = recalled = None
     if memo is not None and isinstance(deployer, Versioned):
         signature = _signature(keys, deployer.versions(keys), rules)
-        recalled = _recalled(memo.get(release, signature), len(keys))
+        recalled = _recalled(memo.get(release, signature), len(keys)) if recall else None
         for key, found in zip(keys, recalled or (), strict=False):
             if found is not None:
                 seen[key.identity()] = found

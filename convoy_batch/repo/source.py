@@ -109,7 +109,8 @@ class SourceResolver:
         self._texts: dict[str, str] = {}  # blob id -> text: Releases often share files
         self._listings: dict[ListingKey, tuple[SourceListing, _Files]] = {}
         # (url, ref or pin, path as written) -> its listing's key, resolved once a tick
-        self._resolved: dict[tuple[str | None, str | None, str], ListingKey] = {}
+        self._resolved: dict[Asked, ListingKey] = {}
+        self._revisions: dict[Asked, str] = {}  # -> its revision, found once a tick
         self._trees = _TreeIndex()
         # (url, commit) -> its export, shared by the renders of this tick that only read it
         self._exports: dict[tuple[RepoKey, str], Path] = {}
@@ -126,16 +127,24 @@ class SourceResolver:
     def revision(self, release: Release) -> str:
         """``listing(release).revision``, without listing the files when the last change
         of ``source.path`` is remembered from an earlier tick (:class:`_Remembered`: the
-        folder was listed then, and no commit since changed it); SourceFailed, one line."""
+        folder was listed then, and no commit since changed it); SourceFailed, one line.
+        Found once a tick per source asked for."""
         with self._lock:
-            source = release.spec.source
-            if source.url is None and source.path is not None:
-                ref = release.spec.pin or source.ref
-                path = normalize_source_path(source.path)
-                commit = self._commit(None, self._repos[None], ref)
-                if known := self._remembered.get(commit.hexsha, path):
-                    return known
-            return self._listing(release)[1][0].revision
+            asked = _asked(release)
+            if asked not in self._revisions:
+                self._revisions[asked] = self._revision(release, asked)
+            return self._revisions[asked]
+
+    def _revision(self, release: Release, asked: "Asked") -> str:
+        key = self._resolved.get(asked)
+        if key is not None and key in self._listings:
+            return self._listings[key][0].revision
+        url, ref, path = asked
+        if url is None and path is not None:
+            commit = self._commit(None, self._repos[None], ref)
+            if known := self._remembered.get(commit.hexsha, normalize_source_path(path)):
+                return known
+        return self._listing(release)[1][0].revision
 
     def fetch(self, release: Release) -> SourceSnapshot:
         """The source files and revision of ``release`` (SourceFailed, one line)."""
@@ -150,7 +159,7 @@ class SourceResolver:
         source = release.spec.source
         if source.path is None:  # a chart from a repository alone: nothing in git
             raise SourceFailed("source.path: not set, no file of the source is read")
-        asked = (source.url, release.spec.pin or source.ref, source.path)
+        asked = _asked(release)
         key = self._resolved.get(asked)
         if key is None:
             path = normalize_source_path(source.path)
@@ -313,6 +322,15 @@ class SourceResolver:
         if remembered is not None:
             remembered.put(commit.hexsha, path, found)
         return found
+
+
+Asked = tuple[str | None, str | None, str | None]
+"""A source as a Release asks for it: (url, ref or pin, path as written)."""
+
+
+def _asked(release: Release) -> Asked:
+    source = release.spec.source
+    return (source.url, release.spec.pin or source.ref, source.path)
 
 
 def normalize_source_path(path: str) -> str:

@@ -102,10 +102,13 @@ class TickReport:
 
 
 def observe_release(
-    tick: Tick, entry: ReleaseEntry, *, save: bool = True
+    tick: Tick, entry: ReleaseEntry, *, save: bool = True, remembered: bool = True
 ) -> ReleaseInventory | None:
     """Refresh the health of one Release's inventory; None when it cannot be observed.
-    ``save=False`` leaves the write to the caller (:meth:`Tick.save_inventory`)."""
+    ``save=False`` leaves the write to the caller (:meth:`Tick.save_inventory`).
+    ``remembered=False``: its objects are read whatever the observer's memo holds, and
+    what is seen is remembered (a Release about to be reconciled: its sync reads them
+    again, from the deployer's memory of the files it read last)."""
     release = entry.release
     if release is None:
         return None
@@ -118,9 +121,9 @@ def observe_release(
     try:
         cluster = resolve_cluster(tick, release)
         rules = rules_for(release, cluster, tick.programs, tick.health_memo(cluster))
-        observed = observe(
-            inventory, tick.deployer(cluster), tick.now, rules, tick.observed_memo(cluster)
-        )
+        memo = tick.observed_memo(cluster)
+        deployer = tick.deployer(cluster)
+        observed = observe(inventory, deployer, tick.now, rules, memo, recall=remembered)
         tick.note_inventory(observed)
         if save:
             tick.save_inventory(release.name)
@@ -316,10 +319,9 @@ def due_entries(
         # Health is read where it matters: a Progressing Release (its wake-ups depend on
         # it) and every Release about to be reconciled (the verdict and lastHealthy).
         inventory = None
-        if options.observe_first and (
-            options.names or options.all_releases or progressing(tick, entry)
-        ):
-            inventory = observe_release(tick, entry, save=False)
+        every = bool(options.names or options.all_releases)  # each one is reconciled
+        if options.observe_first and (every or progressing(tick, entry)):
+            inventory = observe_release(tick, entry, save=False, remembered=not every)
         if not options.names and entry.name not in unfinished:
             if not is_due(tick, entry, inventory, options.all_releases):
                 report.skipped[entry.name] = "not due"
@@ -327,7 +329,7 @@ def due_entries(
                     _save_observed(tick, entry)
                 continue
             if options.observe_first and inventory is None:
-                observe_release(tick, entry, save=False)
+                observe_release(tick, entry, save=False, remembered=False)
         due.append(entry)
     return _with_dependents(tick, entries, due, options, report)
 
@@ -354,7 +356,7 @@ def _with_dependents(
             chosen.add(name)
             report.skipped.pop(name, None)
             if options.observe_first:
-                observe_release(tick, by_name[name], save=False)
+                observe_release(tick, by_name[name], save=False, remembered=False)
     return [e for e in entries if e.name in chosen]
 
 
