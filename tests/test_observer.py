@@ -68,20 +68,27 @@ def test_observer_writes_health_with_the_render_ref_of_the_live_object(
     )
 
 
-def test_observer_measures_the_pod_scheduling_window_with_the_ticks_time(
-    cluster: DirectoryDeployer,
-) -> None:
+def unschedulable_pod(cluster: DirectoryDeployer) -> ObjectKey:
+    """A Pod stored 10 s before NOW that the scheduler could not place: InProgress within
+    its scheduling window, Failed after."""
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "one", "namespace": "web"}}
     cluster.apply([pod])
     key = key_of(pod)
     stored = cluster.get(key)
     assert stored is not None
-    stored["metadata"]["creationTimestamp"] = "2026-11-29T11:59:50Z"  # 10s before NOW
+    stored["metadata"]["creationTimestamp"] = "2026-11-29T11:59:50Z"
     stored["status"] = {
         "phase": "Pending",
         "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
     }
     cluster.write(cluster.path_of(key), stored)
+    return key
+
+
+def test_observer_measures_the_pod_scheduling_window_with_the_ticks_time(
+    cluster: DirectoryDeployer,
+) -> None:
+    key = unschedulable_pod(cluster)
 
     def state_at(now: datetime) -> HealthState | None:
         (entry,) = observe(inventory_of(key), cluster, now).entries
@@ -311,18 +318,8 @@ def test_a_pods_scheduling_window_is_measured_every_time_with_a_memo(
     cluster: DirectoryDeployer, tmp_path: Path
 ) -> None:
     memo_path = tmp_path / "state" / "cache" / "observed-staging.json"
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "one", "namespace": "web"}}
-    cluster.apply([pod, deployment("web")])
-    key = key_of(pod)
-    stored = cluster.get(key)
-    assert stored is not None
-    stored["metadata"]["creationTimestamp"] = "2026-11-29T11:59:50Z"  # 10s before NOW
-    stored["status"] = {
-        "phase": "Pending",
-        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
-    }
-    cluster.write(cluster.path_of(key), stored)
-    inventory = inventory_of(key, WEB)
+    cluster.apply([deployment("web")])
+    inventory = inventory_of(unschedulable_pod(cluster), WEB)
     pod_now, _ = observed_with_memo(cluster, memo_path, inventory, NOW)
     assert pod_now is not None and pod_now.state == HealthState.IN_PROGRESS
     pod_later, web_later = observed_with_memo(cluster, memo_path, inventory, NOW.replace(second=5))
