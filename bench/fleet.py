@@ -114,7 +114,7 @@ def compare(work: Path, jobs: int, quiet_first: bool = False) -> None:
             settle()
         sharded = measure(tick("sharded", minutes, all_releases))
         print(
-            f"{label:<36} {one[0]:7.1f} {sharded[0]:10.1f} {sharded[0] / one[0]:6.2f}  "
+            f"{label:<36} {one[0]:7.2f} {sharded[0]:10.2f} {sharded[0] / one[0]:6.2f}  "
             f"{one[1] // 1024:8d}  parent {sharded[1] // 1024} MiB, {sharded[2]}"
         )
 

@@ -996,11 +996,12 @@ Identity = tuple[str, str, str, str]
 """(group, kind, namespace or "", name): what makes two objects the same object (SPEC 3)."""
 
 
-@lru_cache(maxsize=1 << 16)
+@lru_cache(maxsize=4096)
 def _name_problem(group: str, kind: str, namespace: str | None, name: str) -> str | None:
-    """:meth:`ObjectKey.name_problem`. Key: the identity; a pure function of it. Each
-    object's key is checked where its inventory is read and where a directory cluster
-    stores it, tick after tick: it keeps the last 65,536."""
+    """:meth:`ObjectKey.name_problem`. Key: the identity; a pure function of it. An
+    object's key is checked where its inventory is read, where it is observed and where
+    a directory cluster stores it, one after the other: the last 4,096 (a few hundred
+    Releases' objects, about 2 MiB) are kept."""
     key = f"{kind}.{group}" if group else kind
     where = f"{key} {namespace}/{name}" if namespace else f"{key} {name}"
     if namespace is not None and not is_label(namespace):
