@@ -996,14 +996,19 @@ Identity = tuple[str, str, str, str]
 """(group, kind, namespace or "", name): what makes two objects the same object (SPEC 3)."""
 
 
+def _key_text(group: str, kind: str, namespace: str | None, name: str) -> str:
+    """An object's identity in words: ``Deployment.apps web/api``, ``Namespace web``."""
+    kind_text = f"{kind}.{group}" if group else kind
+    return f"{kind_text} {namespace}/{name}" if namespace else f"{kind_text} {name}"
+
+
 @lru_cache(maxsize=4096)
 def _name_problem(group: str, kind: str, namespace: str | None, name: str) -> str | None:
     """:meth:`ObjectKey.name_problem`. Key: the identity; a pure function of it. An
     object's key is checked where its inventory is read, where it is observed and where
     a directory cluster stores it, one after the other: the last 4,096 (a few hundred
     Releases' objects, about 2 MiB) are kept."""
-    key = f"{kind}.{group}" if group else kind
-    where = f"{key} {namespace}/{name}" if namespace else f"{key} {name}"
+    where = _key_text(group, kind, namespace, name)
     if namespace is not None and not is_label(namespace):
         return f"{where}: namespace {namespace!r} is not a DNS-1123 label"
     if not KIND.match(kind) or (group and not is_subdomain(group)):
@@ -1037,9 +1042,7 @@ class ObjectKey(Model):
         return _name_problem(self.group, self.kind, self.namespace, self.name)
 
     def __str__(self) -> str:
-        kind = f"{self.kind}.{self.group}" if self.group else self.kind
-        where = f"{self.namespace}/" if self.namespace else ""
-        return f"{kind} {where}{self.name}"
+        return _key_text(self.group, self.kind, self.namespace, self.name)
 
 
 def key_of(manifest: Mapping[str, Any]) -> ObjectKey:

@@ -115,3 +115,19 @@ def test_a_record_that_applies_but_does_not_validate_is_ignored_with_a_warning(
     assert states(stored) == {None}
     warned = [r.getMessage() for r in caplog.records if "health journal record" in r.getMessage()]
     assert len(warned) == 1 and str(path) in warned[0] and "state" in warned[0]
+
+
+def test_a_full_resync_that_sees_the_same_health_writes_no_cache_back(
+    scenario: Scenario,
+) -> None:
+    rolled_out(scenario)
+    scenario.deployment_ready("web")
+    assert scenario.reconcile("web", "api", minutes=1).code == 0
+    assert scenario.reconcile(minutes=2, extra=("--all",)).code == 0
+    # The parse caches (last-change.json is kept by its own rule, at HEAD's commit).
+    caches = sorted(p for p in (scenario.state / "cache").glob("*.json") if p.stem != "last-change")
+    assert "observed-staging.json" in [p.name for p in caches]
+    before = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in caches}
+    assert scenario.reconcile(minutes=3, extra=("--all",)).code == 0  # read, not recalled
+    after = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in caches}
+    assert after == before

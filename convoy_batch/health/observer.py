@@ -20,6 +20,7 @@ stat of each object's file and one entry's decode.
 """
 
 import hashlib
+import os
 from datetime import datetime
 from functools import cache
 from pathlib import Path
@@ -111,9 +112,9 @@ def _seen_now(
     if memo is not None and isinstance(deployer, Versioned):
         signature = _signature(keys, deployer.versions(keys), rules)
         recalled = _recalled(memo.get(release, signature), len(keys)) if recall else None
-        for key, found in zip(keys, recalled or (), strict=False):
-            if found is not None:
-                seen[key.identity()] = found
+        if recalled is not None:
+            found = zip(keys, recalled, strict=True)
+            seen = {key.identity(): item for key, item in found if item is not None}
     unseen = [key for key in keys if key.identity() not in seen]
     clock: set[Identity] = set()
     for key, live in deployer.get_many(unseen).items() if unseen else ():
@@ -131,8 +132,12 @@ def _seen_now(
 
 @cache
 def _builtin_code() -> bytes:
-    """The built-in rules' code (a memo made by other code is not trusted)."""
-    return hashlib.blake2b(Path(health.__file__).read_bytes(), digest_size=16).digest()
+    """The built-in rules' code (a memo made by other code is not trusted); when it cannot
+    be read, a value of this process alone (what it remembers holds for itself only)."""
+    try:
+        return hashlib.blake2b(Path(health.__file__).read_bytes(), digest_size=16).digest()
+    except OSError:
+        return os.urandom(16)
 
 
 def _signature(keys: list[ObjectKey], versions: dict[ObjectKey, str | None], rules: Rules) -> str:

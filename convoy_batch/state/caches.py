@@ -264,6 +264,8 @@ class ParseCache:
         except (TypeError, ValueError) as exc:
             log.warning("%s: %s: not remembered: %s", self.path, key, exc)
             return
+        if self._entries.get(key) == [signature, text]:
+            return  # remembered already: nothing to write back
         self._entries[key] = [signature, text]
         self._dirty = True
 

@@ -102,11 +102,11 @@ class TickReport:
 
 
 def observe_release(
-    tick: Tick, entry: ReleaseEntry, *, save: bool = True, remembered: bool = True
+    tick: Tick, entry: ReleaseEntry, *, save: bool = True, recall: bool = True
 ) -> ReleaseInventory | None:
     """Refresh the health of one Release's inventory; None when it cannot be observed.
     ``save=False`` leaves the write to the caller (:meth:`Tick.save_inventory`).
-    ``remembered=False``: its objects are read whatever the observer's memo holds, and
+    ``recall=False``: its objects are read whatever the observer's memo holds, and
     what is seen is remembered (a Release about to be reconciled: its sync reads them
     again, from the deployer's memory of the files it read last)."""
     release = entry.release
@@ -123,7 +123,7 @@ def observe_release(
         rules = rules_for(release, cluster, tick.programs, tick.health_memo(cluster))
         memo = tick.observed_memo(cluster)
         deployer = tick.deployer(cluster)
-        observed = observe(inventory, deployer, tick.now, rules, memo, recall=remembered)
+        observed = observe(inventory, deployer, tick.now, rules, memo, recall=recall)
         tick.note_inventory(observed)
         if save:
             tick.save_inventory(release.name)
@@ -321,7 +321,7 @@ def due_entries(
         inventory = None
         every = bool(options.names or options.all_releases)  # each one is reconciled
         if options.observe_first and (every or progressing(tick, entry)):
-            inventory = observe_release(tick, entry, save=False, remembered=not every)
+            inventory = observe_release(tick, entry, save=False, recall=not every)
         if not options.names and entry.name not in unfinished:
             if not is_due(tick, entry, inventory, options.all_releases):
                 report.skipped[entry.name] = "not due"
@@ -329,7 +329,7 @@ def due_entries(
                     _save_observed(tick, entry)
                 continue
             if options.observe_first and inventory is None:
-                observe_release(tick, entry, save=False, remembered=False)
+                observe_release(tick, entry, save=False, recall=False)
         due.append(entry)
     return _with_dependents(tick, entries, due, options, report)
 
@@ -356,7 +356,7 @@ def _with_dependents(
             chosen.add(name)
             report.skipped.pop(name, None)
             if options.observe_first:
-                observe_release(tick, by_name[name], save=False, remembered=False)
+                observe_release(tick, by_name[name], save=False, recall=False)
     return [e for e in entries if e.name in chosen]
 
 
