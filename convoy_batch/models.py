@@ -9,8 +9,8 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
-from functools import lru_cache
-from typing import Annotated, Any, Final, Literal, TypeVar
+from functools import cached_property, lru_cache
+from typing import Annotated, Any, Final, Literal, Self, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -1026,9 +1026,16 @@ class ObjectKey(Model):
     namespace: str | None = None
     name: str
 
-    @property
+    @cached_property
     def group(self) -> str:
+        """Worked out once per key (an identity is asked for a few dozen times a tick per
+        object): a key is immutable, and :meth:`model_copy` forgets it."""
         return group_of(self.api_version)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        copied = super().model_copy(update=update, deep=deep)
+        copied.__dict__.pop("group", None)  # worked out again from its own apiVersion
+        return copied
 
     def identity(self) -> Identity:
         return (self.group, self.kind, self.namespace or "", self.name)

@@ -23,6 +23,7 @@ from convoy_batch.models import (
     WaveStatus,
 )
 from convoy_batch.state.locks import Locks
+from convoy_batch.status import text as status_text
 from convoy_batch.status.store import PushResult, StatusStore
 
 T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
@@ -173,6 +174,7 @@ STATUSES = {
     "token-like-strings": status(reason="zq0p", message="zq1t zq0p"),
     "quote-and-trailing-space": status(reason="'quoted'", message="trailing "),
     "unicode": status(message="déployé ✓"),
+    "quotes-inside": status(message="spec.cluster: no Cluster named 'web' in clusters/"),
 }
 
 
@@ -182,6 +184,21 @@ def test_a_written_status_reloads_equal(repo: Path, written: ReleaseStatus) -> N
     store.commit("web", written, "web: Synced")
     assert store.load("web") == written
     assert store.load_all() == {"web": written}
+
+
+FITS_A_LINE = {k: v for k, v in STATUSES.items() if k != "long-message"}
+
+
+@pytest.mark.parametrize("written", list(FITS_A_LINE.values()), ids=list(FITS_A_LINE))
+def test_a_new_status_file_is_laid_out_as_ruamel_s_round_trip_writes_it(
+    repo: Path, written: ReleaseStatus
+) -> None:
+    """A fresh file is written by PyYAML's emitter (twice as fast); its text is what the
+    round trip that updates a file with comments writes for a new document. Only a value
+    longer than a line (4,096 characters) may fold at another place."""
+    fresh = status_text._fresh(written.dump_status())
+    expected = status_text._dump(status_text._rt_yaml(), fresh)
+    assert store_of(repo).render_text("web", written) == expected
 
 
 def test_a_new_status_file_has_every_key_in_spec_order_and_quoted_times(repo: Path) -> None:
