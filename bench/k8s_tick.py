@@ -7,7 +7,10 @@ applied), the second (the first health of the new objects observed and recorded;
 is no kubelet, so they stay Progressing) and a steady-state tick (nothing changed since
 the one before), next to ``kubectl apply --server-side`` of the same manifests
 (in namespaces of their own) in a single call, first and again (steady); then kubectl
-once per Release, first and steady.
+once per Release, first and steady. Each step's CPU seconds are printed beside it: the
+client's (convoy-batch's process, or kubectl) and the test control plane's (API server,
+etcd, controller-manager) meanwhile. On a machine whose cores both share, their sum over
+the cores is the shortest a step can take.
 
 The wall times on a small machine move by 20-30% from one moment to the next, so the
 first-tick and single-call measurements are repeated in interleaved rounds
@@ -27,12 +30,14 @@ Debian's 1.20 (``scripts/k8s-testenv kubectl``) unless ``--kubectl`` says otherw
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -115,11 +120,54 @@ def settle(window: float = 1.0, busy_below: float = 0.1, limit: float = 90.0) ->
         before = after
 
 
-def timed(fn: Callable[[], object]) -> tuple[float, str]:
+CONTROL_PLANE = ("apiserver", "etcd", "controller-manager")
+"""The processes of the test control plane, by their pid files in its folder."""
+
+
+def server_cpu(folder: Path | None) -> float | None:
+    """CPU seconds the test control plane (API server, etcd, controller-manager) has used
+    so far, from /proc; None for a control plane this bench did not start."""
+    if folder is None:
+        return None
+    total = 0
+    for name in CONTROL_PLANE:
+        try:
+            pid = (folder / f"{name}.pid").read_text().strip()
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        total += int(fields[11]) + int(fields[12])  # utime and stime, in clock ticks
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def client_cpu() -> float:
+    """CPU seconds of this process and of its children waited for (kubectl) so far."""
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@dataclass
+class Timed:
+    wall: float
+    detail: str
+    client: float
+    """CPU seconds of the client: convoy-batch's process, or kubectl."""
+    server: float | None
+    """CPU seconds of the control plane meanwhile (None: not measured)."""
+
+
+def timed(fn: Callable[[], object], plane: Path | None = None) -> Timed:
     settle()
+    client, server = client_cpu(), server_cpu(plane)
     start = time.perf_counter()
     detail = str(fn())
-    return time.perf_counter() - start, detail
+    wall = time.perf_counter() - start
+    after = server_cpu(plane)
+    spent = after - server if after is not None and server is not None else None
+    return Timed(wall, detail, client_cpu() - client, spent)
 
 
 class Kubectl:
@@ -201,7 +249,9 @@ def main() -> None:
     )
     runs: dict[str, list[float]] = {}
     details: dict[str, str] = {}
+    cpu: dict[str, list[tuple[float, float | None]]] = {}
     ratios: list[float] = []
+    plane = work / "k8s" if args.kubeconfig is None else None
     with control_plane(work / "k8s") if args.kubeconfig is None else _given(args.kubeconfig) as kc:
         kubectl = Kubectl(kubectl_path, kc, work, args.releases)
         for n in range(args.rounds):
@@ -220,22 +270,30 @@ def main() -> None:
             # Who goes first alternates: neither always meets a cluster the other just grew.
             steps = convoy + by_kubectl if n % 2 == 0 else by_kubectl + convoy
             for label, fn in steps:
-                wall, detail = timed(fn)
-                runs.setdefault(label, []).append(wall)
-                details[label] = detail if detail != "None" else ""
+                step = timed(fn, plane)
+                runs.setdefault(label, []).append(step.wall)
+                cpu.setdefault(label, []).append((step.client, step.server))
+                details[label] = step.detail if step.detail != "None" else ""
             first, single_call = runs["convoy-batch first tick"], runs["kubectl single call, first"]
             ratios.append(first[-1] / single_call[-1])
         each = kubectl.per_release("kr")
         for label in ("kubectl per Release, first", "kubectl per Release, steady"):
-            runs[label] = [timed(each)[0]]
+            step = timed(each, plane)
+            runs[label], cpu[label] = [step.wall], [(step.client, step.server)]
     print(
         f"{args.releases} Releases x (Namespace + 5 objects), real kube-apiserver 1.20, "
         f"{args.rounds} rounds"
     )
-    print(f"{'run':<30} {'best s':>7} {'median s':>9}  detail (last round)")
+    print(
+        f"{'run':<30} {'best s':>7} {'median s':>9} {'client CPU':>11} {'server CPU':>11}"
+        "  detail (last round)"
+    )
     for label, walls in runs.items():
-        detail = details.get(label, "")
-        print(f"{label:<30} {min(walls):7.2f} {statistics.median(walls):9.2f}  {detail}")
+        client, server = _median_cpu(cpu[label])
+        print(
+            f"{label:<30} {min(walls):7.2f} {statistics.median(walls):9.2f} {client:11.2f} "
+            f"{'-' if server is None else f'{server:.2f}':>11}  {details.get(label, '')}"
+        )
     first, single = runs["convoy-batch first tick"], runs["kubectl single call, first"]
     steady = runs["convoy-batch steady tick"]
     print(
@@ -247,6 +305,22 @@ def main() -> None:
         f"steady tick / kubectl single call: best {min(steady) / min(single):.2f}, "
         f"median {statistics.median(steady) / statistics.median(single):.2f}"
     )
+    cores = os.cpu_count() or 1
+    for label in ("convoy-batch first tick", "kubectl single call, first"):
+        client, server = _median_cpu(cpu[label])
+        if server is not None:  # the machine's cores shared by the client and the server
+            print(
+                f"{label}: CPU of client and server {client + server:.2f} s over {cores} "
+                f"cores, at least {(client + server) / cores:.2f} s "
+                f"(median wall {statistics.median(runs[label]):.2f} s)"
+            )
+
+
+def _median_cpu(steps: list[tuple[float, float | None]]) -> tuple[float, float | None]:
+    """The median CPU seconds of a step's rounds: client, server (None: not measured)."""
+    servers = [s for _, s in steps if s is not None]
+    client = statistics.median(c for c, _ in steps)
+    return client, statistics.median(servers) if servers else None
 
 
 @contextmanager

@@ -273,6 +273,21 @@ def test_a_lock_file_leading_out_is_refused_in_one_line(tmp_path: Path, outside:
     assert not (outside / "created.lock").exists()
 
 
+def test_release_lock_files_are_made_ahead_private_and_what_is_there_is_left(
+    tmp_path: Path, outside: Path
+) -> None:
+    locks = Locks(tmp_path / "state")
+    locks.make_release_locks(["web", "api", "../escape"])  # no locks folder yet; a bad name
+    assert sorted(p.name for p in locks.root.iterdir()) == ["release-api.lock", "release-web.lock"]
+    assert stat.S_IMODE(locks.root.stat().st_mode) == 0o700
+    assert {stat.S_IMODE(p.stat().st_mode) for p in locks.root.iterdir()} == {0o600}
+    (locks.root / "release-db.lock").symlink_to(outside / "created.lock")
+    locks.make_release_locks(["web", "db"])
+    assert not (outside / "created.lock").exists()
+    with locks.release("web"):
+        pass
+
+
 def test_a_locks_folder_leading_out_stops_the_tick_before_it_starts(
     tmp_path: Path, outside: Path
 ) -> None:

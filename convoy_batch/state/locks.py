@@ -5,7 +5,7 @@ import contextlib
 import fcntl
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from convoy_batch.errors import StateFailed
@@ -38,6 +38,25 @@ class Locks:
         """Hold the lock of Release ``name``; LockBusy when it stays held for ``timeout``."""
         with self._hold(f"release-{check_file_name(name)}.lock", timeout):
             yield
+
+    def make_release_locks(self, names: Iterable[str]) -> None:
+        """Create the lock files of Releases ``names`` that do not exist yet, one after the
+        other, before a tick holds any. A new file changes the locks folder, and that
+        change waits for the filesystem journal's commit of any fsync in flight: one at a
+        time between a tick's durable writes, about 0.5-1 ms each (a first tick of 10,000
+        Releases: 10,000 of them); in a row, they share the journal's commits. A lock
+        file that cannot be made is left for :meth:`release` to report."""
+        try:
+            present = set(os.listdir(self.root))
+        except FileNotFoundError:
+            present = set()
+        except OSError:
+            return
+        for name in names:
+            with contextlib.suppress(ValueError, StateFailed):
+                file_name = f"release-{check_file_name(name)}.lock"
+                if file_name not in present:
+                    os.close(self._open(self.root / file_name))
 
     @contextlib.contextmanager
     def state(self, timeout: float = 60) -> Iterator[None]:
