@@ -1,4 +1,4 @@
-"""A tick runs with fewer cycle collections and gives the host its thresholds back."""
+"""A tick runs with the cycle collector off and gives the host its collector back."""
 
 import gc
 from collections.abc import Iterator
@@ -7,29 +7,53 @@ from typing import Any
 import pytest
 
 from convoy_batch.engine.tick import make_deployer
-from convoy_batch.ticks.runner import GC_THRESHOLD, run_tick
+from convoy_batch.ticks.runner import run_tick
 from tests.scenario import T0, Scenario
 
 
 @pytest.fixture
-def host_threshold() -> Iterator[tuple[int, int, int]]:
-    before = gc.get_threshold()
+def host_collector() -> Iterator[None]:
+    enabled, threshold = gc.isenabled(), gc.get_threshold()
     gc.set_threshold(1000, 11, 12)  # the host's own choice, not the default
-    yield gc.get_threshold()
-    gc.set_threshold(*before)
+    yield
+    gc.set_threshold(*threshold)
+    if enabled:
+        gc.enable()
+    else:
+        gc.disable()
 
 
-def test_a_tick_raises_the_thresholds_while_it_runs_and_restores_the_hosts(
-    scenario: Scenario, host_threshold: tuple[int, int, int]
+@pytest.mark.parametrize("host_enabled", [True, False], ids=["host-on", "host-off"])
+def test_a_tick_turns_the_collector_off_while_it_runs_and_gives_the_host_its_own(
+    scenario: Scenario, host_collector: None, host_enabled: bool
 ) -> None:
+    if host_enabled:
+        gc.enable()
+    else:
+        gc.disable()
     scenario.app("web")
-    seen: list[tuple[int, int, int]] = []
+    seen: list[bool] = []
 
     def factory(*args: Any, **kwargs: Any) -> Any:
-        seen.append(gc.get_threshold())
+        seen.append(gc.isenabled())
         return make_deployer(*args, **kwargs)
 
     report = run_tick(scenario.root, scenario.state, T0, deployer_factory=factory)
     assert [h.outcome.reason for h in report.handled] == ["Synced"]
-    assert seen and set(seen) == {GC_THRESHOLD}
-    assert gc.get_threshold() == host_threshold
+    assert seen and set(seen) == {False}
+    assert gc.isenabled() is host_enabled
+    assert gc.get_threshold() == (1000, 11, 12)
+
+
+def test_a_failing_tick_gives_the_host_its_collector_back(
+    scenario: Scenario, host_collector: None
+) -> None:
+    gc.enable()
+    scenario.app("web")
+
+    def factory(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt  # what no tick code catches
+
+    with pytest.raises(KeyboardInterrupt):
+        run_tick(scenario.root, scenario.state, T0, deployer_factory=factory)
+    assert gc.isenabled()

@@ -41,11 +41,10 @@ from convoy_batch.ticks.runner import (
     TickReport,
     by_cluster_wave,
     cluster_of,
+    collections_paused,
     due_entries,
-    fewer_collections,
     finish_shard,
     finish_tick,
-    keep_opened,
     notification_facts,
     push_kept,
     retirements,
@@ -240,9 +239,8 @@ def run_sharded(
         orphan=orphan,
         allow_deletions=allow_deletions,
     )
-    with tick_clone(repo, state_dir) as clone, fewer_collections():
+    with tick_clone(repo, state_dir) as clone, collections_paused():
         tick = Tick.open(repo, state_dir, now)
-        keep_opened()
         try:
             # Opened before the shards commit, so that their commits are its events.
             notifier = Notifier.open(notification_facts(tick))
@@ -261,7 +259,7 @@ def start_sharded(
     """The plan of a tick whose shards run apart (the Dagster job's first op): the
     notifications' cursor started where the tick starts, and, with a remote, the clone
     brought up to date and the retirements' commits pushed before the shards fetch."""
-    with tick_clone(repo, state_dir) as clone, fewer_collections():
+    with tick_clone(repo, state_dir) as clone, collections_paused():
         tick = Tick.open(repo, state_dir, now)
         try:
             Notifier.open(notification_facts(tick))  # its cursor, at the tick's start
@@ -279,7 +277,7 @@ def end_sharded(plan: Plan, reports: Sequence[TickReport], stages: int, jobs: in
     :func:`finish_sharded` and the notifications; with a remote, in the tick's clone
     brought up to date (the shards' pushes fetched)."""
     repo, state_dir, now = plan.repo, plan.state_dir, plan.now
-    with tick_clone(repo, state_dir) as clone, fewer_collections():
+    with tick_clone(repo, state_dir) as clone, collections_paused():
         tick = Tick.open(repo, state_dir, now)
         try:
             notifier = Notifier.open(notification_facts(tick))
