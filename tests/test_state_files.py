@@ -288,6 +288,18 @@ def test_release_lock_files_are_made_ahead_private_and_what_is_there_is_left(
         pass
 
 
+def test_lock_files_that_cannot_be_made_ahead_are_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    locks = Locks(tmp_path / "state")
+    locks.root.parent.mkdir()
+    locks.root.write_text("a file where the locks folder belongs\n")
+    with caplog.at_level(logging.WARNING, logger="convoy_batch"):
+        locks.make_release_locks(["web", "api"])
+    assert len(caplog.records) == 1
+    assert one_line_naming(caplog.text, locks.root)
+
+
 def test_a_locks_folder_leading_out_stops_the_tick_before_it_starts(
     tmp_path: Path, outside: Path
 ) -> None:

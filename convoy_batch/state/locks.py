@@ -3,6 +3,7 @@ I/O through :mod:`convoy_batch.state.files`."""
 
 import contextlib
 import fcntl
+import logging
 import os
 import time
 from collections.abc import Iterable, Iterator
@@ -17,6 +18,8 @@ from convoy_batch.state.files import (
     os_problem,
     real_root,
 )
+
+log = logging.getLogger("convoy_batch")
 
 
 class LockBusy(Exception):
@@ -44,19 +47,28 @@ class Locks:
         other, before a tick holds any. A new file changes the locks folder, and that
         change waits for the filesystem journal's commit of any fsync in flight: one at a
         time between a tick's durable writes, about 0.5-1 ms each (a first tick of 10,000
-        Releases: 10,000 of them); in a row, they share the journal's commits. A lock
-        file that cannot be made is left for :meth:`release` to report."""
+        Releases: 10,000 of them); in a row, they share the journal's commits. The first
+        that cannot be made ends this with a warning: each is made when its Release is
+        reconciled, which reports a lock file it cannot make."""
         try:
             present = set(os.listdir(self.root))
         except FileNotFoundError:
             present = set()
-        except OSError:
+        except OSError as exc:
+            log.warning("lock files not made ahead: %s", os_problem(self.root, exc))
             return
         for name in names:
-            with contextlib.suppress(ValueError, StateFailed):
+            try:
                 file_name = f"release-{check_file_name(name)}.lock"
-                if file_name not in present:
-                    os.close(self._open(self.root / file_name))
+            except ValueError:
+                continue  # no lock file can be named after it; its reconcile says why
+            if file_name in present:
+                continue
+            try:
+                os.close(self._open(self.root / file_name))
+            except StateFailed as exc:
+                log.warning("lock files not made ahead: %s", exc)
+                return
 
     @contextlib.contextmanager
     def state(self, timeout: float = 60) -> Iterator[None]:
