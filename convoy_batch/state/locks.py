@@ -6,7 +6,7 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from convoy_batch.errors import StateFailed
@@ -39,17 +39,20 @@ class Locks:
     @contextlib.contextmanager
     def release(self, name: str, timeout: float = 0) -> Iterator[None]:
         """Hold the lock of Release ``name``; LockBusy when it stays held for ``timeout``."""
-        with self._hold(f"release-{check_file_name(name)}.lock", timeout):
+        with self._hold(_release_file(name), timeout):
             yield
 
-    def make_release_locks(self, names: Iterable[str]) -> None:
+    def make_release_locks(self, names: Sequence[str]) -> None:
         """Create the lock files of Releases ``names`` that do not exist yet, one after the
         other, before a tick holds any. A new file changes the locks folder, and that
         change waits for the filesystem journal's commit of any fsync in flight: one at a
         time between a tick's durable writes, about 0.5-1 ms each (a first tick of 10,000
         Releases: 10,000 of them); in a row, they share the journal's commits. The first
         that cannot be made ends this with a warning: each is made when its Release is
-        reconciled, which reports a lock file it cannot make."""
+        reconciled, which reports a lock file it cannot make. No Release (a quiet tick):
+        not even the folder is read."""
+        if not names:
+            return
         try:
             present = set(os.listdir(self.root))
         except FileNotFoundError:
@@ -59,7 +62,7 @@ class Locks:
             return
         for name in names:
             try:
-                file_name = f"release-{check_file_name(name)}.lock"
+                file_name = _release_file(name)
             except ValueError:
                 continue  # no lock file can be named after it; its reconcile says why
             if file_name in present:
@@ -130,6 +133,11 @@ class Locks:
         if os.fstat(fd).st_mode & 0o077:  # made by an older version, 0644
             os.fchmod(fd, FILE_MODE)
         return fd
+
+
+def _release_file(name: str) -> str:
+    """The lock file of Release ``name`` (ValueError: no file can be named after it)."""
+    return f"release-{check_file_name(name)}.lock"
 
 
 def _flock(fd: int, path: Path, timeout: float) -> None:

@@ -350,7 +350,7 @@ def _reconcile_due(
 ) -> None:
     """Reconcile, each under its lock, the named Releases or the due ones."""
     due = due_entries(tick, entries, options, report)
-    tick.stores.locks.make_release_locks(e.name for e in due)
+    tick.stores.locks.make_release_locks([e.name for e in due])
     results: dict[str, Handled | str] = {}
     graph = dependency_graph(tick)
     for group in by_cluster_wave(tick, due):
