@@ -329,7 +329,8 @@ class Inventories:
     An inventory has four copies: its file, the journal's overlay of the file, what the
     state directory holds (``stored``: read or written this tick) and what the tick now
     knows (``known``, :meth:`note`); :meth:`save` makes the file (or the journal) agree
-    with ``known``. Key: the Release; read once per tick, lifetime one tick. A thread
+    with ``known``. Key: the Release; read once per tick, held until the Release is
+    handled and what the tick knows of it is stored (:meth:`let_go`). A thread
     writes only its own Release's entries (one key per thread: a dict's item assignment
     is atomic); other Releases' inventories are read (the ownership index)."""
 
@@ -363,6 +364,13 @@ class Inventories:
             self.files.save(inventory, durable=not same_entries)
             self.journal.forget(name)
         self.stored[name] = inventory
+
+    def let_go(self, name: str) -> None:
+        """Forget the Release's inventory once what the tick knows of it is stored (a
+        handled Release: no later step of the tick reads it but the ownership index,
+        which has its objects already); asked again, it is read again."""
+        if name in self.known and self.known[name] == self.stored.get(name):
+            del self.known[name], self.stored[name]
 
     def drop(self, name: str) -> None:
         """Remove the Release's inventory, file and journal record (a retired Release)."""

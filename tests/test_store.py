@@ -14,10 +14,10 @@ import pytest
 
 import convoy_batch
 from convoy_batch.models import InventoryEntry, ObjectKey, ReleaseInventory, TickRecord
-from convoy_batch.state.caches import TickStore
+from convoy_batch.state.caches import HealthJournal, TickStore
 from convoy_batch.state.files import Writer, fsync_dir, os_problem
 from convoy_batch.state.locks import LockBusy, Locks
-from convoy_batch.store import InventoryStore, RenderStore, atomic_write
+from convoy_batch.store import Inventories, InventoryStore, RenderStore, atomic_write
 
 T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 
@@ -41,6 +41,23 @@ def test_atomic_write_replaces_the_content_and_leaves_no_temp_file(tmp_path: Pat
     atomic_write(target, b"new")
     assert target.read_bytes() == b"new"
     assert os.listdir(target.parent) == ["file.json"]
+
+
+def test_atomic_write_writes_chunks_as_they_come_and_keeps_the_old_file_if_they_fail(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "records.json"
+    atomic_write(target, iter([b'{"a":', b"1}", b"\n"]))
+    assert target.read_bytes() == b'{"a":1}\n'
+
+    def broken() -> Iterator[bytes]:
+        yield b'{"b":'
+        raise ValueError("the encoder failed half way")
+
+    with pytest.raises(ValueError):
+        atomic_write(target, broken())
+    assert target.read_bytes() == b'{"a":1}\n'
+    assert os.listdir(tmp_path) == ["records.json"]
 
 
 def test_atomic_write_makes_files_0600_and_new_folders_0700(tmp_path: Path) -> None:
@@ -264,6 +281,20 @@ def test_inventory_round_trips(tmp_path: Path) -> None:
     store.save(inventory())
     assert store.load("web") == inventory()
     assert b'"appliedRenderRef"' in store.path("web").read_bytes()
+
+
+def test_a_tick_lets_go_of_an_inventory_only_once_the_file_holds_what_it_knows(
+    tmp_path: Path,
+) -> None:
+    view = Inventories(InventoryStore(tmp_path), HealthJournal(tmp_path))
+    assert view.get("web") == ReleaseInventory(release="web")  # no file yet
+    view.note(inventory())
+    view.let_go("web")  # not stored yet: kept
+    assert view.get("web") == inventory()
+    view.save("web")
+    view.let_go("web")
+    assert "web" not in view.known
+    assert view.get("web") == inventory()  # read again from its file
 
 
 def test_a_missing_inventory_is_empty(tmp_path: Path) -> None:

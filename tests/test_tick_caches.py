@@ -1,11 +1,17 @@
 """What a quiet tick does not redo: render, status and Release parsing are reused while
 their inputs are unchanged, and a change of any input is still seen."""
 
+from typing import Any
+
 import pytest
 
 import convoy_batch.engine.stages.render as stage
 import convoy_batch.status.store as status_store
-from tests.scenario import CLUSTER, FAILURE_POLICY, Scenario
+from convoy_batch.engine.tick import Tick
+from convoy_batch.models import Release
+from convoy_batch.renderers.pipeline import Render
+from convoy_batch.ticks import runner
+from tests.scenario import CLUSTER, FAILURE_POLICY, T0, Scenario
 
 
 def _refuse(*args: object, **kwargs: object) -> None:
@@ -75,3 +81,39 @@ def test_a_hand_edit_of_a_live_object_is_seen_despite_the_cache(scenario: Scenar
     scenario.deployment_ready()
     scenario.reconcile("web", minutes=2)
     assert scenario.status()["rollout"]["state"] == "Succeeded"
+
+
+def test_a_tick_lets_go_of_a_handled_release_s_render_and_inventory(
+    scenario: Scenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tick of a large fleet does not hold every render and inventory until it ends:
+    each is let go once its Release is handled. A dependent's gate that asks for the
+    render later in the tick gets it from the render store, not from a second render."""
+    s = scenario
+    s.app("api", spec_extra=FAILURE_POLICY + "  dependsOn: [db]\n")
+    s.app("db")
+    made: list[str] = []
+    real = stage.render_release
+
+    def counted(release: Release, *args: Any, **kwargs: Any) -> Render:
+        made.append(release.name)
+        return real(release, *args, **kwargs)
+
+    monkeypatch.setattr(stage, "render_release", counted)
+    tick = Tick.open(s.root, s.state, T0)
+    report = runner.TickReport()
+    with tick.status_store.batch():
+        entries = runner.select(tick, [])
+        runner._reconcile_due(tick, entries, runner.TickOptions(), report)
+
+    assert [h.name for h in report.handled] == ["api", "db"]
+    assert s.status("api")["lastAttempted"]["reason"] == "WaitingForDependency"
+    assert made == ["db", "api"]  # db first (api depends on it), each rendered once
+    assert tick.rendered == {} and tick.inventories.known == {}
+    db = tick.snapshot.releases["db"].release
+    assert db is not None
+    again = stage.stage_render(tick, db)  # from the store: the render its status names
+    assert made == ["db", "api"]
+    assert again.render.ref == s.status("db")["rollout"]["renderRef"]
+    assert {e.key.name for e in tick.inventory("db").entries} == {"db", "db-config"}  # read again
+    tick.close()

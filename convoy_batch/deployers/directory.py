@@ -226,11 +226,13 @@ def stored_form(obj: Manifest, stored: Manifest | None, pointers: Sequence[str])
     return merged(dict(restore(form, stored, pointers)), stored)
 
 
-MEMO_FILES = 1024
+MEMO_FILES = 256
 """Parsed files a deployer keeps in memory, the ones read or written last: the objects of
-the Release a tick is on (its observer's read, drift check and apply parse each file
-once), not a whole cluster's; the parse cache keeps the others as text. A Release of
-more objects than this parses some of them again from that text."""
+the Release a tick is on (its drift check and apply parse each file once), not a whole
+cluster's; the parse cache keeps the others as text. A Release of more objects than this
+parses some of them again from that text. (1,024 held 20,000 parsed objects, 66 MiB, in
+a tick of 10,000 Releases on 20 Clusters; a tick observes the Releases it syncs before
+it syncs the first, so there none of them was still held when its Release synced.)"""
 
 
 def _signature(path: Path | str) -> str | None:

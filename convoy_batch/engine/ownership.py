@@ -95,6 +95,9 @@ class Ownership:
         if cluster is None:
             return
         old = table.get(release, set())
+        other = (self._rendered if table is self._held else self._held).get(release)
+        if other == new:  # a synced Release holds what it renders: one set for both
+            new = other  # (the tables' sets are replaced, never changed in place)
         table[release] = new
         for identity in old | new:
             claimed = identity in self._held.get(release, ()) or identity in self._rendered.get(

@@ -26,14 +26,16 @@ and the status store guard their own state.
 Every cache, in one table (each module states its own invariant where the cache is
 built; this is the index). Cache: key; valid while; lifetime and invalidation.
 
-- ``rendered``: Release; the tick's snapshot; one tick.
+- ``rendered``: Release; the tick's snapshot; until the Release is handled (:meth:`let_go`;
+  asked again, reloaded from the render store by the tick record).
 - tick records (``<state>/ticks.json``, ``TickStore``): Release; a hint the callers
   compare (blob, source revision, health); across ticks, rewritten per reconcile, parsed
   once per tick.
 - render key -> renderRef (in the tick record): Release; the digest of every input of
   the render (files, Release, Cluster, tool, the server's capabilities); across ticks,
   reloaded from the verified render store.
-- ``inventories``: Release; read once; one tick (its four copies: ``Inventories``).
+- ``inventories``: Release; read once; until the Release is handled and its inventory
+  stored (its four copies: ``Inventories``).
 - health journal (``<state>/health.json``): Release; the SHA-256 of the inventory file
   it was observed over; across ticks, stale once that file is rewritten.
 - ``<state>/cache/repo.json``: repository path (status, Release, Cluster, Alert files);
@@ -203,7 +205,11 @@ class Tick:
     lock: threading.Lock = field(default_factory=threading.Lock)
     """Guards what Releases reconciled on several threads create together."""
     rendered: dict[str, Rendered] = field(default_factory=dict)
-    """Release -> its render of this tick (``stages.render.stage_render``, once a tick)."""
+    """Release -> its render of this tick (``stages.render.stage_render``, once a tick),
+    until the Release is handled (:meth:`let_go`)."""
+    handled: set[str] = field(default_factory=set)
+    """Releases handled in this tick (:meth:`let_go`): their render, asked for again, is
+    reloaded and not held."""
     flights: dict[str, set[str]] = field(default_factory=dict)
     """ReleaseSet -> its members that started a rollout in this tick (``maxInFlight``,
     ``stages.gates.max_in_flight_gate``; under :attr:`lock`)."""
@@ -285,6 +291,15 @@ class Tick:
         """What the tick now knows of an inventory, written by :meth:`save_inventory`."""
         self.inventories.note(inventory)
         self.owners().note_inventory(inventory)
+
+    def let_go(self, name: str) -> None:
+        """Forget what the tick holds of a handled Release that no later step reads: its
+        render (asked again by a dependent's gate, it is reloaded from the render store,
+        as its tick record now names it) and its inventory (read again from its file)."""
+        with self.lock:
+            self.rendered.pop(name, None)
+            self.handled.add(name)
+        self.inventories.let_go(name)
 
     def claimants(self, name: str) -> Callable[[ObjectKey], Collection[str]]:
         """The other Releases that claim an object of Release ``name`` (for prune)."""

@@ -8,6 +8,7 @@ written without fsync, and a file that cannot be used is one warning, then ignor
 
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +29,21 @@ log = logging.getLogger("convoy_batch")
 
 
 def _json_text(data: object) -> str:
-    """Compact JSON text (the C encoder, see :func:`_json_bytes`)."""
+    """Compact JSON text (the C encoder)."""
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
 
-def _json_bytes(data: object) -> bytes:
-    """Compact JSON (no indent: the C encoder; an indent takes Python's own, ~10x slower)."""
-    return (_json_text(data) + "\n").encode()
+_CHUNKS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def _json_chunks(data: object) -> Iterator[bytes]:
+    """Compact JSON in the pieces Python's encoder yields, for a file written as they come
+    (:func:`atomic_write`): a cache of 10,000 Releases is 10-17 MB of text, which one
+    string and its bytes held twice at the end of a tick (+39 MiB at its peak). It takes
+    Python's own encoder, 1.4x the C one's time (0.14 s against 0.10 s for 17 MB)."""
+    for chunk in _CHUNKS.iterencode(data):
+        yield chunk.encode()
+    yield b"\n"
 
 
 CACHE_FORMAT = 1
@@ -69,8 +78,11 @@ class _SharedRecords:
         self._state = real_root(state_dir)
         self._locks = Locks(state_dir)
         self._stored: dict[str, Any] | None = None
+        """Release -> its record as the file holds it (JSON data; a tick record, once
+        parsed, its model: see :meth:`TickStore.load`)."""
         self._pending: dict[str, Any] = {}
-        """Release -> its new record (JSON data); None: the record is removed."""
+        """Release -> its new record (:meth:`_data` gives its JSON data); None: the record
+        is removed."""
         self.unusable = False
 
     def _read(self) -> dict[str, Any]:
@@ -84,6 +96,10 @@ class _SharedRecords:
             log.warning("unreadable %s, ignored: %s", self.what, describe(self.path, exc))
             return {}
         return records if records is not None else {}  # another format: rewritten
+
+    def _data(self, record: Any) -> Any:
+        """A pending record as the file holds it (JSON data)."""
+        return record
 
     def _give_up(self, problem: str) -> None:
         log.warning("%s: %s", self.what, problem)
@@ -101,6 +117,7 @@ class _SharedRecords:
         fsync on the hot path (and a failure is a warning)."""
         if not self._pending or self.unusable:
             return
+        self._stored = None  # let go before the file is read again (10,000 records: ~20 MiB)
         try:
             with self._locks.state():
                 stored = self._read()
@@ -110,9 +127,9 @@ class _SharedRecords:
                     if record is None:
                         stored.pop(name, None)
                     else:
-                        stored[name] = record
+                        stored[name] = self._data(record)
                 body = {"format": CACHE_FORMAT, "records": stored}
-                atomic_write(self.path, _json_bytes(body), durable=False, root=self._state)
+                atomic_write(self.path, _json_chunks(body), durable=False, root=self._state)
         except (OSError, StateFailed) as exc:
             self._give_up(f"{problem_of(self.path, exc)}; not saved")
             return
@@ -143,12 +160,18 @@ class TickStore(_SharedRecords):
                 record = parse_model(TickRecord, raw, f"{self.path}: {release}")
             except ValueError as exc:
                 log.warning("unreadable tick record, ignored: %s", exc)
+            else:  # held once, as its model (10,000 records: 25.6 MiB of JSON data, 14.3 parsed)
+                if self._stored is not None:
+                    self._stored[release] = record
         return self._records.setdefault(release, record)
 
     def save(self, release: str, record: TickRecord) -> None:
         """Keep ``record`` for the next :meth:`flush`."""
         self._records[check_file_name(release)] = record
-        self._pending[release] = record.dump()
+        self._pending[release] = record  # its JSON made as it is written (one copy held)
+
+    def _data(self, record: TickRecord) -> Any:
+        return record.dump()
 
     def forget(self, release: str) -> None:
         """Remove the Release's record at the next :meth:`flush` (a retired Release)."""
@@ -274,8 +297,7 @@ class ParseCache:
             return
         body = {"format": PARSE_CACHE_FORMAT, "entries": self._read_entries}
         try:
-            text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-            atomic_write(self.path, text.encode(), durable=False, root=self._root)
+            atomic_write(self.path, _json_chunks(body), durable=False, root=self._root)
         except (OSError, StateFailed) as exc:
             log.warning("parse cache: %s; not saved", problem_of(self.path, exc))
         self._dirty = False

@@ -20,7 +20,7 @@ import re
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -130,12 +130,13 @@ def refuse_link_out(path: Path, root: Path) -> None:
 
 
 def atomic_write(
-    path: Path, data: bytes, *, durable: bool = True, root: Path | None = None
+    path: Path, data: bytes | Iterable[bytes], *, durable: bool = True, root: Path | None = None
 ) -> None:
-    """Replace ``path`` with ``data`` atomically: readers see the old or the new bytes.
-    The file is 0600; missing folders are made 0700. ``durable=False`` skips the fsyncs,
-    for records that are only a hint if lost. With ``root``, a symlink at ``path``
-    leading out of it is refused (StateFailed). Other failures are OSErrors."""
+    """Replace ``path`` with ``data`` (bytes, or chunks of them written as they come)
+    atomically: readers see the old or the new bytes. The file is 0600; missing folders
+    are made 0700. ``durable=False`` skips the fsyncs, for records that are only a hint
+    if lost. With ``root``, a symlink at ``path`` leading out of it is refused
+    (StateFailed). Other failures are OSErrors."""
     if root is not None:
         refuse_link_out(path, root)
     with failing("mkdir"):
@@ -147,7 +148,8 @@ def atomic_write(
     try:
         with os.fdopen(fd, "wb") as f:
             with failing("write"):
-                f.write(data)
+                for chunk in [data] if isinstance(data, bytes) else data:
+                    f.write(chunk)
                 f.flush()
             if durable:
                 with failing("fsync"):

@@ -413,7 +413,11 @@ def _handle_locked(tick: Tick, entry: ReleaseEntry) -> "Handled | str":
         with tick.stores.locks.release(entry.name):
             with tick.lock:  # the status store's repository is not shared across threads
                 raced = tick.status_store.committed_since_opened(entry.name)
-            return RACED if raced else handle_release(tick, entry)
+            if raced:
+                return RACED
+            handled = handle_release(tick, entry)
+            tick.let_go(entry.name)  # a tick of 10,000 would hold every render till it ends
+            return handled
     except LockBusy:
         return "another reconcile holds its lock"
     except StateFailed as exc:  # its lock file cannot be used
