@@ -26,8 +26,8 @@ and the status store guard their own state.
 Every cache, in one table (each module states its own invariant where the cache is
 built; this is the index). Cache: key; valid while; lifetime and invalidation.
 
-- ``rendered``: Release; the tick's snapshot; until the Release is handled (:meth:`let_go`;
-  asked again, reloaded from the render store by the tick record).
+- ``rendered``: Release; the tick's snapshot; until the Release is handled, unless another
+  Release depends on it (:meth:`let_go`).
 - tick records (``<state>/ticks.json``, ``TickStore``): Release; a hint the callers
   compare (blob, source revision, health); across ticks, rewritten per reconcile, parsed
   once per tick.
@@ -207,9 +207,6 @@ class Tick:
     rendered: dict[str, Rendered] = field(default_factory=dict)
     """Release -> its render of this tick (``stages.render.stage_render``, once a tick),
     until the Release is handled (:meth:`let_go`)."""
-    handled: set[str] = field(default_factory=set)
-    """Releases handled in this tick (:meth:`let_go`): their render, asked for again, is
-    reloaded and not held."""
     flights: dict[str, set[str]] = field(default_factory=dict)
     """ReleaseSet -> its members that started a rollout in this tick (``maxInFlight``,
     ``stages.gates.max_in_flight_gate``; under :attr:`lock`)."""
@@ -294,12 +291,19 @@ class Tick:
 
     def let_go(self, name: str) -> None:
         """Forget what the tick holds of a handled Release that no later step reads: its
-        render (asked again by a dependent's gate, it is reloaded from the render store,
-        as its tick record now names it) and its inventory (read again from its file)."""
-        with self.lock:
-            self.rendered.pop(name, None)
-            self.handled.add(name)
+        render, unless another Release depends on it (a dependent's gate reads it later
+        in the tick, once per dependent), and its inventory (read again from its file if
+        asked)."""
+        if name not in self.depended_on:
+            with self.lock:
+                self.rendered.pop(name, None)
         self.inventories.let_go(name)
+
+    @functools.cached_property
+    def depended_on(self) -> frozenset[str]:
+        """The Releases another Release depends on (``spec.dependsOn``)."""
+        releases = (e.release for e in self.snapshot.releases.values() if e.release)
+        return frozenset(d.name for r in releases for d in r.spec.depends_on)
 
     def claimants(self, name: str) -> Callable[[ObjectKey], Collection[str]]:
         """The other Releases that claim an object of Release ``name`` (for prune)."""

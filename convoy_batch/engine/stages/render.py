@@ -58,9 +58,9 @@ def render_key(inputs: list[str], release: Release, cluster: Cluster) -> str:
 def stage_render(tick: Tick, release: Release) -> Rendered:
     """Render R, or reload it from the render store when none of its inputs changed
     since the last reconcile (the blob is verified; a bad one means a fresh render).
-    Once a tick: a second call returns the first one's render (the snapshot is fixed);
-    once the Release is handled (:meth:`Tick.let_go`), its tick record names that render,
-    which a call reloads from the render store."""
+    Once a tick: a second call returns the first one's render (the snapshot is fixed)
+    while the tick holds it (:meth:`Tick.let_go`); after that its tick record names that
+    render, which a call reloads from the render store."""
     with tick.lock:
         done = tick.rendered.get(release.name)
     if done is not None:
@@ -83,8 +83,7 @@ def stage_render(tick: Tick, release: Release) -> Rendered:
     tick.owners().note_render(release.name, (o.key for o in made.objects))
     rendered = Rendered(cluster=cluster, render=made, key=key)
     with tick.lock:
-        if release.name not in tick.handled:
-            tick.rendered[release.name] = rendered
+        tick.rendered[release.name] = rendered
     return rendered
 
 
