@@ -25,12 +25,12 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 from pathlib import Path
+from types import ModuleType
 
-from k8s_tick import NAMESPACE, control_plane, settle  # bench/k8s_tick.py, next to this script
-from tick import T0, build_repo, measure
+from tick import T0, build_repo, measure  # bench/tick.py, next to this script
 
 from convoy_batch.ticks.runner import run_tick
 from convoy_batch.ticks.shards import run_sharded
@@ -47,7 +47,7 @@ def main() -> None:
     releases = args.releases or (200 if args.kubernetes else 10_000)
     clusters = args.clusters or (2 if args.kubernetes else 20)
     work = args.keep or Path(tempfile.mkdtemp(prefix="convoy-fleet-"))
-    with control_plane(work / "k8s") if args.kubernetes else nullcontext() as kubeconfig:
+    with _plane(work / "k8s") if args.kubernetes else nullcontext() as kubeconfig:
         started = time.perf_counter()
         build(work, releases, clusters, kubeconfig)
         kind = "Kubernetes Clusters (one API server)" if kubeconfig else "directory Clusters"
@@ -60,6 +60,20 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _k8s() -> ModuleType:
+    """bench/k8s_tick.py, imported by the ``--kubernetes`` runs alone: each measured tick
+    is a child forked from this process and holds what it imported, and the Kubernetes
+    client (49 MiB) is nothing a tick of directory Clusters loads."""
+    import k8s_tick  # bench/k8s_tick.py, next to this script
+
+    return k8s_tick
+
+
+def _plane(folder: Path) -> AbstractContextManager[Path]:
+    plane: AbstractContextManager[Path] = _k8s().control_plane(folder)
+    return plane
+
+
 def build(work: Path, releases: int, clusters: int, kubeconfig: Path | None) -> None:
     """The two repositories, ``one`` and ``sharded``: copies of one build on directory
     Clusters; on Kubernetes, built apart with Releases of other names."""
@@ -69,7 +83,7 @@ def build(work: Path, releases: int, clusters: int, kubeconfig: Path | None) -> 
         return
     cluster = f"{{vars: {{env: bench}}, kubernetes: {{kubeconfig: '{kubeconfig.resolve()}'}}}}"
     for where, prefix in (("one", "one"), ("sharded", "shd")):
-        extra = {"namespace.yaml": NAMESPACE}
+        extra = {"namespace.yaml": _k8s().NAMESPACE}
         build_repo(
             work / where / "repo", releases, prefix=prefix, cluster=cluster, extra=extra,
             clusters=clusters,
@@ -108,10 +122,10 @@ def compare(work: Path, jobs: int, quiet_first: bool = False) -> None:
     print(f"{'phase':<36} {'one s':>7} {'sharded s':>10} {'ratio':>6}  {'one MiB':>8}  sharded")
     for label, minutes, all_releases in phases:
         if quiet_first:
-            settle()
+            _k8s().settle()
         one = measure(tick("one", minutes, all_releases))
         if quiet_first:
-            settle()
+            _k8s().settle()
         sharded = measure(tick("sharded", minutes, all_releases))
         print(
             f"{label:<36} {one[0]:7.2f} {sharded[0]:10.2f} {sharded[0] / one[0]:6.2f}  "

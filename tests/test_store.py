@@ -420,6 +420,27 @@ def test_tick_records_of_two_processes_are_merged_on_flush(tmp_path: Path) -> No
     assert fresh.load("web").release_blob == "w" * 40
 
 
+def test_a_stored_tick_record_is_let_go_once_a_new_one_is_pending(tmp_path: Path) -> None:
+    """A tick of 10,000 holds one record per Release: the stored one goes once the new
+    one is saved. Forgetting the Release afterwards still removes it from the file."""
+    first = TickStore(tmp_path)
+    first.save("web", TickRecord(release_blob="a" * 40))
+    first.save("db", TickRecord(release_blob="d" * 40))
+    first.flush()
+    store = TickStore(tmp_path)
+    assert store.load("web").release_blob == "a" * 40
+    assert store.stored("web") is not None
+
+    store.save("web", TickRecord(release_blob="b" * 40))
+
+    assert store.stored("web") is None and store.stored("db") is not None
+    assert store.load("web").release_blob == "b" * 40
+    store.forget("web")
+    store.flush()
+    fresh = TickStore(tmp_path)
+    assert fresh.load("web") == TickRecord() and fresh.load("db").release_blob == "d" * 40
+
+
 def test_a_missing_tick_record_has_the_defaults(tmp_path: Path) -> None:
     assert TickStore(tmp_path).load("web") == TickRecord()
 

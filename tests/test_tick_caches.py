@@ -119,3 +119,44 @@ def test_a_tick_lets_go_of_a_handled_release_s_render_and_inventory(
     assert again.render.ref == s.status("web")["rollout"]["renderRef"]
     assert {e.key.name for e in tick.inventory("db").entries} == {"db", "db-config"}  # read again
     tick.close()
+
+
+def test_a_tick_observes_each_release_just_before_it_reconciles_it(
+    scenario: Scenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tick of every Release (``--all``) observes each one just before its reconcile,
+    not the whole fleet first: while a Release is reconciled, the tick holds its
+    inventory alone (the ownership index reads the others' without keeping them). An
+    unchanged status is the one the tick opened, not a second copy of it."""
+    s = scenario
+    for name in ("api", "db", "web"):
+        s.app(name)
+    assert s.reconcile(minutes=0).code == 0
+    events: list[str] = []
+    held: dict[str, set[str]] = {}
+    observe, handle = runner.observe_release, runner.handle_release
+
+    def observed(tick: Tick, entry: runner.ReleaseEntry, **kwargs: Any) -> Any:
+        events.append(f"observe {entry.name}")
+        return observe(tick, entry, **kwargs)
+
+    def handled(tick: Tick, entry: runner.ReleaseEntry) -> Any:
+        events.append(f"reconcile {entry.name}")
+        found = handle(tick, entry)
+        held[entry.name] = set(tick.inventories.known)
+        return found
+
+    monkeypatch.setattr(runner, "observe_release", observed)
+    monkeypatch.setattr(runner, "handle_release", handled)
+    tick = Tick.open(s.root, s.state, T0)
+    report = runner.TickReport()
+    with tick.status_store.batch():
+        entries = runner.select(tick, [])
+        runner._reconcile_due(tick, entries, runner.TickOptions(all_releases=True), report)
+
+    steps = ("observe", "reconcile")
+    assert events == [f"{step} {name}" for name in ("api", "db", "web") for step in steps]
+    assert held == {"api": {"api"}, "db": {"db"}, "web": {"web"}}
+    assert [h.name for h in report.handled] == ["api", "db", "web"]
+    assert all(h.commit is None and h.status is tick.opened[h.name] for h in report.handled)
+    tick.close()

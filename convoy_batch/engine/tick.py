@@ -34,8 +34,9 @@ built; this is the index). Cache: key; valid while; lifetime and invalidation.
 - render key -> renderRef (in the tick record): Release; the digest of every input of
   the render (files, Release, Cluster, tool, the server's capabilities); across ticks,
   reloaded from the verified render store.
-- ``inventories``: Release; read once; until the Release is handled and its inventory
-  stored (its four copies: ``Inventories``).
+- ``inventories``: Release; read once for its Release (observed just before its
+  reconcile); until the Release is handled and its inventory stored (its four copies:
+  ``Inventories``). The ownership index reads the others' without keeping them.
 - health journal (``<state>/health.json``): Release; the SHA-256 of the inventory file
   it was observed over; across ticks, stale once that file is rewritten.
 - ``<state>/cache/repo.json``: repository path (status, Release, Cluster, Alert files);
@@ -274,11 +275,14 @@ class Tick:
             log.warning("not stored (made again when needed): %s", os_problem(path, exc))
         for cache in self.caches.values():
             cache.save()
+        # Let go of what the records' flush does not read: it holds a file of every
+        # Release's record at once (10,000: the parse caches and claims are 80 MiB).
+        self.caches, self.deployers = {}, {}
+        self.ownership = None  # it refers back to the tick: no cycle outlives it
         self.sources.remember()
         self.stores.ticks.flush()
         self.stores.health.flush()
         self.sources.close()
-        self.ownership = None  # it refers back to the tick: no cycle outlives it
 
     def inventory(self, name: str) -> ReleaseInventory:
         """The Release's inventory as this tick knows it (read once per tick)."""
@@ -317,7 +321,7 @@ class Tick:
                 self.ownership = Ownership(
                     [r.name for r in releases],
                     {r.name: r.spec.cluster for r in releases},
-                    self.inventory,
+                    self.inventories.read,
                 )
             return self.ownership
 

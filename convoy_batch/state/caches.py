@@ -79,7 +79,7 @@ class _SharedRecords:
         self._locks = Locks(state_dir)
         self._stored: dict[str, Any] | None = None
         """Release -> its record as the file holds it (JSON data; a tick record, once
-        parsed, its model: see :meth:`TickStore.load`)."""
+        parsed, its model, let go once a new one is pending: see :class:`TickStore`)."""
         self._pending: dict[str, Any] = {}
         """Release -> its new record (:meth:`_data` gives its JSON data); None: the record
         is removed."""
@@ -169,6 +169,8 @@ class TickStore(_SharedRecords):
         """Keep ``record`` for the next :meth:`flush`."""
         self._records[check_file_name(release)] = record
         self._pending[release] = record  # its JSON made as it is written (one copy held)
+        if self._stored is not None:  # no longer read (flush reads the file again)
+            self._stored.pop(release, None)
 
     def _data(self, record: TickRecord) -> Any:
         return record.dump()
@@ -176,7 +178,7 @@ class TickStore(_SharedRecords):
     def forget(self, release: str) -> None:
         """Remove the Release's record at the next :meth:`flush` (a retired Release)."""
         self._records.pop(release, None)
-        if self.stored(release) is not None:
+        if release in self._pending or self.stored(release) is not None:
             self._pending[release] = None
 
 

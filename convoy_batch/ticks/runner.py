@@ -294,19 +294,21 @@ waiting for the API server."""
 
 def due_entries(
     tick: Tick, entries: Sequence[ReleaseEntry], options: TickOptions, report: TickReport
-) -> list[ReleaseEntry]:
+) -> tuple[list[ReleaseEntry], set[str]]:
     """The entries to reconcile (named ones, else the due ones and those a killed tick
-    left a record for), with their health observed; the others go to ``report.skipped``
-    with the health seen of them written."""
+    left a record for), and those of them whose health is to be observed just before each
+    is reconciled (:func:`observe_due`); the others go to ``report.skipped`` with the
+    health seen of them written."""
     due = []
+    later: set[str] = set()
     unfinished = tick.stores.intents.names()  # a killed tick's decisions: completed first
+    every = bool(options.names or options.all_releases)  # each one is reconciled
     for entry in entries:
         # Health is read where it matters: a Progressing Release (its wake-ups depend on
         # it) and every Release about to be reconciled (the verdict and lastHealthy).
         inventory = None
-        every = bool(options.names or options.all_releases)  # each one is reconciled
-        if options.observe_first and (every or progressing(tick, entry)):
-            inventory = observe_release(tick, entry, save=False, recall=not every)
+        if options.observe_first and not every and progressing(tick, entry):
+            inventory = observe_release(tick, entry, save=False)
         if not options.names and entry.name not in unfinished:
             if not is_due(tick, entry, inventory, options.all_releases):
                 report.skipped[entry.name] = "not due"
@@ -314,9 +316,21 @@ def due_entries(
                     _save_observed(tick, entry)
                 continue
             if options.observe_first and inventory is None:
-                observe_release(tick, entry, save=False, recall=False)
+                later.add(entry.name)
+        elif options.observe_first and every:
+            later.add(entry.name)
         due.append(entry)
-    return _with_dependents(tick, entries, due, options, report)
+    return _with_dependents(tick, entries, due, options, report, later), later
+
+
+def observe_due(tick: Tick, entry: ReleaseEntry, later: Set[str]) -> None:
+    """Observe a due Release just before it is reconciled, when its health decided
+    nothing yet (``later``, :func:`due_entries`): each inventory is then held from its
+    observation until its Release is handled, not the fleet's from the tick's start
+    (10,000 Releases: 120 MiB). Its objects are read whatever the observer's memo holds;
+    its sync reads them again from the deployer's memory of them."""
+    if entry.name in later:
+        observe_release(tick, entry, save=False, recall=False)
 
 
 def _with_dependents(
@@ -325,9 +339,11 @@ def _with_dependents(
     due: list[ReleaseEntry],
     options: TickOptions,
     report: TickReport,
+    later: set[str],
 ) -> list[ReleaseEntry]:
     """``due`` and the Releases waiting for a dependency that is due in this tick (it may
-    become ready in it: they go after it, in the same tick), in the entries' order."""
+    become ready in it: they go after it, in the same tick), in the entries' order (those
+    added are observed later, as ``later`` says)."""
     graph = dependency_graph(tick)
     if not graph or options.names:
         return due
@@ -341,7 +357,7 @@ def _with_dependents(
             chosen.add(name)
             report.skipped.pop(name, None)
             if options.observe_first:
-                observe_release(tick, by_name[name], save=False, recall=False)
+                later.add(name)
     return [e for e in entries if e.name in chosen]
 
 
@@ -349,7 +365,7 @@ def _reconcile_due(
     tick: Tick, entries: Sequence[ReleaseEntry], options: TickOptions, report: TickReport
 ) -> None:
     """Reconcile, each under its lock, the named Releases or the due ones."""
-    due = due_entries(tick, entries, options, report)
+    due, later = due_entries(tick, entries, options, report)
     tick.stores.locks.make_release_locks([e.name for e in due])
     results: dict[str, Handled | str] = {}
     graph = dependency_graph(tick)
@@ -361,7 +377,10 @@ def _reconcile_due(
         remote = [e for e in group if _on_kubernetes(tick, e)]
         for entry in group:
             if entry not in remote:
+                observe_due(tick, entry, later)
                 results[entry.name] = _handle_locked(tick, entry)
+        for entry in remote:  # one by one, here, before they are reconciled side by side
+            observe_due(tick, entry, later)
         _render_in_order(tick, remote)
         layers = depth([e.name for e in remote], graph)
         with ThreadPoolExecutor(PARALLEL_RELEASES, thread_name_prefix="convoy") as pool:

@@ -135,7 +135,7 @@ def plan_tick(tick: Tick, jobs: int, options: TickOptions) -> Plan:
     if options.names or options.all_releases:
         due = [e.name for e in entries]
     else:
-        due = [e.name for e in due_entries(tick, entries, options, chosen)]
+        due = [e.name for e in due_entries(tick, entries, options, chosen)[0]]
     chosen.handled = [h.settled() for h in chosen.handled]
     with_sets = bool(tick.snapshot.sets or tick.status_store.set_statuses)
     order = {e.name: i for i, e in enumerate(entries)}
