@@ -231,8 +231,8 @@ MEMO_FILES = 256
 the Release a tick is on (its drift check and apply parse each file once), not a whole
 cluster's; the parse cache keeps the others as text. A Release of more objects than this
 parses some of them again from that text. (1,024 held 20,000 parsed objects, 66 MiB, in
-a tick of 10,000 Releases on 20 Clusters; a tick observes the Releases it syncs before
-it syncs the first, so there none of them was still held when its Release synced.)"""
+a tick of 10,000 Releases on 20 Clusters; a Release is observed just before its sync,
+which finds the files its observation read among the last 256.)"""
 
 
 def _signature(path: Path | str) -> str | None:
