@@ -25,7 +25,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
@@ -47,7 +47,7 @@ def main() -> None:
     releases = args.releases or (200 if args.kubernetes else 10_000)
     clusters = args.clusters or (2 if args.kubernetes else 20)
     work = args.keep or Path(tempfile.mkdtemp(prefix="convoy-fleet-"))
-    with _plane(work / "k8s") if args.kubernetes else nullcontext() as kubeconfig:
+    with _k8s().control_plane(work / "k8s") if args.kubernetes else nullcontext() as kubeconfig:
         started = time.perf_counter()
         build(work, releases, clusters, kubeconfig)
         kind = "Kubernetes Clusters (one API server)" if kubeconfig else "directory Clusters"
@@ -67,11 +67,6 @@ def _k8s() -> ModuleType:
     import k8s_tick  # bench/k8s_tick.py, next to this script
 
     return k8s_tick
-
-
-def _plane(folder: Path) -> AbstractContextManager[Path]:
-    plane: AbstractContextManager[Path] = _k8s().control_plane(folder)
-    return plane
 
 
 def build(work: Path, releases: int, clusters: int, kubeconfig: Path | None) -> None:
