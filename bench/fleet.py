@@ -76,6 +76,7 @@ def build(work: Path, releases: int, clusters: int, kubeconfig: Path | None) -> 
         build_repo(work / "one" / "repo", releases, clusters=clusters)
         shutil.copytree(work / "one", work / "sharded", symlinks=True)
         return
+    _k8s().allow(kubeconfig)
     cluster = f"{{vars: {{env: bench}}, kubernetes: {{kubeconfig: '{kubeconfig.resolve()}'}}}}"
     for where, prefix in (("one", "one"), ("sharded", "shd")):
         extra = {"namespace.yaml": _k8s().NAMESPACE}

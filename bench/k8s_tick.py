@@ -67,8 +67,17 @@ def rendered(name: str, namespace: str) -> str:
     return "---\n".join(docs)
 
 
+def allow(kubeconfig: Path) -> None:
+    """Let this process's ticks read ``kubeconfig``: a Cluster names an absolute one only
+    under a root of the operator's kubeconfigs file (``$CONVOY_KUBECONFIGS``)."""
+    roots = kubeconfig.resolve().parent / "kubeconfigs.yaml"
+    roots.write_text(f"roots: ['{kubeconfig.resolve().parent}']\n")
+    os.environ["CONVOY_KUBECONFIGS"] = str(roots)
+
+
 def build(root: Path, prefix: str, releases: int, kubeconfig: Path) -> None:
     """bench/tick.py's repository, each Release with its Namespace, on the API server."""
+    allow(kubeconfig)
     build_repo(
         root,
         releases,

@@ -49,6 +49,7 @@ import dagster as dg
 
 from convoy_batch.engine.handler import Handled, describe
 from convoy_batch.engine.tick import default_state_dir
+from convoy_batch.errors import ConvoyError, unexpected
 from convoy_batch.rollout.glance import (
     Glance,
     alarm,
@@ -123,11 +124,16 @@ class ConvoyResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         """One tick; with ``jobs`` over 1, sharded by Cluster over that many worker
         processes (:func:`convoy_batch.ticks.shards.run_sharded`, as ``reconcile --jobs``)."""
         repo, state, now = self.repo_path(), self.state_dir(), self.clock()
-        if jobs > 1:
-            return run_sharded(
-                repo, state, now, jobs, names, all_releases=all_releases, forced=forced
-            )
-        return run_tick(repo, state, now, names, all_releases=all_releases, forced=forced)
+        try:
+            if jobs > 1:
+                return run_sharded(
+                    repo, state, now, jobs, names, all_releases=all_releases, forced=forced
+                )
+            return run_tick(repo, state, now, names, all_releases=all_releases, forced=forced)
+        except (ConvoyError, OSError):
+            raise  # one line of their own, as the CLI prints them
+        except Exception as exc:  # a bug: one line, never a traceback or a secret
+            raise quiet(dg.Failure(unexpected(exc))) from None
 
 
 def convoy_resource(repo: str | None = None, state: str | None = None) -> ConvoyResource:

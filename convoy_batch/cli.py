@@ -20,7 +20,7 @@ import yaml
 
 from convoy_batch.engine.handler import describe
 from convoy_batch.engine.tick import Tick, default_state_dir
-from convoy_batch.errors import ConvoyError, StateFailed, UsageError
+from convoy_batch.errors import ConvoyError, StateFailed, UsageError, unexpected
 from convoy_batch.state.files import os_problem
 from convoy_batch.ticks.runner import TickReport, observe_release, run_tick, select
 from convoy_batch.ticks.shards import run_sharded
@@ -272,6 +272,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # a file no store turned into its error: still one line
         where = Path(exc.filename) if exc.filename else Path(".")
         print(f"convoy-batch: {StateFailed.reason}: {os_problem(where, exc)}", file=sys.stderr)
+        return EXIT_ERRORS
+    except Exception as exc:  # a bug: one line, never a traceback or a message with a secret
+        print(f"convoy-batch: {unexpected(exc)}", file=sys.stderr)
         return EXIT_ERRORS
 
 

@@ -6,7 +6,9 @@ reconcile maps them to the outcome reasons of SPEC 4 (:class:`~convoy_batch.reas
 in one place. Gates and holds are values, not exceptions.
 """
 
+import os
 import re
+import traceback
 from typing import ClassVar
 
 from convoy_batch.reasons import Reason
@@ -99,3 +101,30 @@ class InvalidSyncWindow(ConvoyError):
 
 class UsageError(Exception):
     """A CLI usage problem (exit code 2): unreadable repository, unknown Release name."""
+
+
+def unexpected(exc: BaseException) -> str:
+    """One line for an exception no edge turned into its error: its type and where it
+    was raised (the innermost frame of this package, and the outermost frame of a library
+    beyond it), never its message, which may quote a secret it was handed (a header, a
+    token, a password), nor its traceback."""
+    # Each frame as (file, line, function), whatever ``sys.tracebacklimit`` says.
+    frames = [
+        (f.f_code.co_filename, n, f.f_code.co_name) for f, n in traceback.walk_tb(exc.__traceback__)
+    ]
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    ours = [f for f in frames if os.path.abspath(f[0]).startswith(package)]
+    where = ""
+    if ours:
+        file, line, _ = ours[-1]
+        relative = os.path.relpath(os.path.abspath(file), os.path.dirname(package[:-1]))
+        where = f" at {relative.replace(os.sep, '/')}:{line}"
+        beyond = frames[frames.index(ours[-1]) + 1 :]
+        if beyond:
+            where += f" (in {beyond[0][2]} of {os.path.basename(beyond[0][0])})"
+    elif frames:
+        where = f" in {frames[-1][2]} of {os.path.basename(frames[-1][0])}"
+    return (
+        f"internal error: {type(exc).__name__}{where}; its message is withheld, since it "
+        "may quote a secret: please report it"
+    )

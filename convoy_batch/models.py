@@ -19,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    PrivateAttr,
     SerializerFunctionWrapHandler,
     ValidationError,
     model_serializer,
@@ -616,10 +617,25 @@ class Release(Model):
     kind: Literal["Release"]
     metadata: Metadata
     spec: ReleaseSpec
+    _file: str | None = PrivateAttr(default=None)
 
     @property
     def name(self) -> str:
         return self.metadata.name
+
+    @property
+    def file(self) -> str | None:
+        """The file of the GitOps repository the Release was read from (a ReleaseSet
+        member: its set's file), e.g. ``releases/web.yaml``; None for a Release not read
+        from the repository. Never a field of the YAML, so a repository writer cannot
+        say it: the operator's keys and credentials name the files that may use them."""
+        return self._file
+
+    def read_from(self, path: str) -> Self:
+        """This Release as read from the repository's file ``path``."""
+        found = self.model_copy()
+        found._file = path
+        return found
 
 
 class DirectoryTarget(Model):

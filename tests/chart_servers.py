@@ -1,7 +1,8 @@
 """Chart repositories on loopback for the tests: an HTTP chart repository (``helm package``
 and ``helm repo index`` into a folder, served by Python's http.server, every request's
-path logged, basic auth when asked) and an OCI registry (the distribution registry,
-Debian's ``docker-registry``, charts put there with ``helm push``)."""
+path and headers logged, basic auth when asked, a redirect for a path when asked) and an
+OCI registry (the distribution registry, Debian's ``docker-registry``, charts put there
+with ``helm push``)."""
 
 import base64
 import hashlib
@@ -66,9 +67,17 @@ class _Handler(SimpleHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.repo.requests.append(self.path)
+        self.repo.headers.append((self.path, dict(self.headers.items())))
         if self.repo.auth is not None and self.headers.get("Authorization") != self.repo.auth:
             self.send_response(401)
             self.send_header("WWW-Authenticate", 'Basic realm="charts"')
+            self.end_headers()
+            return
+        target = self.repo.redirects.get(self.path)
+        if target is not None:
+            self.send_response(302)
+            self.send_header("Location", target)
+            self.send_header("Content-Length", "0")
             self.end_headers()
             return
         super().do_GET()
@@ -78,14 +87,25 @@ class _Handler(SimpleHTTPRequestHandler):
 
 
 class HttpChartRepo:
-    """A chart repository folder served on 127.0.0.1 (a thread); :attr:`requests` holds
-    each request's path."""
+    """A chart repository folder served on ``host`` (a loopback address, 127.0.0.1 by
+    default; a thread); :attr:`requests` holds each request's path, :attr:`headers` its
+    path and headers. A path of :attr:`redirects` answers a redirect to its URL (once
+    the login, when there is one, was given)."""
 
-    def __init__(self, helm: str, folder: Path, login: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        helm: str,
+        folder: Path,
+        login: tuple[str, str] | None = None,
+        host: str = "127.0.0.1",
+    ) -> None:
         self.helm = helm
         self.folder = folder
+        self.host = host
         folder.mkdir(parents=True, exist_ok=True)
         self.requests: list[str] = []
+        self.headers: list[tuple[str, dict[str, str]]] = []
+        self.redirects: dict[str, str] = {}
         self.auth = None
         if login is not None:
             token = base64.b64encode(f"{login[0]}:{login[1]}".encode()).decode()
@@ -95,7 +115,7 @@ class HttpChartRepo:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def publish(self, files: Mapping[str, str]) -> Path:
         """Package a chart into the folder and index the folder again."""
@@ -105,7 +125,7 @@ class HttpChartRepo:
 
     def start(self) -> None:
         handler = partial(_Handler, repo=self)
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        self._server = ThreadingHTTPServer((self.host, self.port), handler)
         self.port = self._server.server_address[1]
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 

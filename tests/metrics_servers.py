@@ -1,7 +1,8 @@
 """Real metrics servers on loopback for the verification tests: an exporter the test
-controls (one gauge per app, in Prometheus's text format) and Debian's Prometheus
-scraping it every second. Each is started by the test and stopped after it; without a
-``prometheus`` binary the tests skip, or fail under ``CI=true``."""
+controls (one gauge per app, in Prometheus's text format), Debian's Prometheus scraping
+it every second, and a recorder of every request it gets (a tenant's server). Each is
+started by the test and stopped after it; without a ``prometheus`` binary the tests
+that need it skip, or fail under ``CI=true``."""
 
 import json
 import subprocess
@@ -50,6 +51,57 @@ class Exporter:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.address = f"127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Recorder:
+    """An HTTP server on a loopback address (``host``) that records every request it
+    gets (method, path, headers, body) and answers ``answer`` as JSON with ``status``
+    (a metrics endpoint, a Prometheus, a Vault of a tenant), or a redirect to
+    :attr:`redirect` when it is set."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
+        self.answer: Any = {"data": {"ratio": 1.0}}
+        self.status = 200
+        self.redirect: str | None = None
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _any(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                recorder.requests.append(
+                    (self.command, self.path, dict(self.headers.items()), body)
+                )
+                if recorder.redirect is not None:
+                    self.send_response(302)
+                    self.send_header("Location", recorder.redirect)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                data = json.dumps(recorder.answer).encode()
+                self.send_response(recorder.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = _any
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.url = f"http://{host}:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def seen(self) -> str:
+        """Every request as text, to look for a secret in."""
+        return repr(self.requests)
 
     def close(self) -> None:
         self.server.shutdown()

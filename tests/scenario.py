@@ -135,6 +135,16 @@ class Scenario:
     def head(self) -> str:
         return self.repo.head.commit.hexsha
 
+    # --- the operator's files ------------------------------------------------------
+
+    def allow_kubeconfigs(self, *folders: Path) -> Path:
+        """Write the operator's ``<state>/kubeconfigs.yaml``: Clusters may name kubeconfigs
+        under ``folders`` (absolute paths). The file."""
+        self.state.mkdir(parents=True, exist_ok=True)
+        file = self.state / "kubeconfigs.yaml"
+        file.write_text("roots: [" + ", ".join(f"'{f}'" for f in folders) + "]\n")
+        return file
+
     # --- the CLI ---------------------------------------------------------------------
 
     def cli(self, *args: str) -> Result:

@@ -255,7 +255,8 @@ def test_an_object_file_the_cluster_cannot_write_is_apply_failed(scenario: Scena
 
     line = one_line_of(reconcile_process(s, 2), "bad", "ApplyFailed")
 
-    assert "ConfigMap bad/bad-extra" in line and str(blocker) in line, line
+    assert "ConfigMap bad/bad-extra" in line and shown(blocker, s) in line, line
+    assert str(s.state) not in line  # a file of the state directory, never where it is
     attempt = s.status("bad")["lastAttempted"]
     assert (attempt["reason"], attempt["applied"]) == ("ApplyFailed", True)
     assert attempt["message"] in line
@@ -285,7 +286,8 @@ def test_an_object_file_the_cluster_cannot_delete_is_prune_failed(scenario: Scen
 
     line = one_line_of(reconcile_process(s, 2), "bad", "PruneFailed")
 
-    assert "ConfigMap bad/bad-config" in line and str(stuck) in line, line
+    assert "ConfigMap bad/bad-config" in line and shown(stuck, s) in line, line
+    assert str(s.state) not in line
     attempt = s.status("bad")["lastAttempted"]
     assert (attempt["reason"], attempt["applied"]) == ("PruneFailed", True)
     assert attempt["message"] in line
@@ -300,6 +302,11 @@ def test_an_object_file_the_cluster_cannot_delete_is_prune_failed(scenario: Scen
     assert inventory(s, "bad") == {"bad"}
 
 
+def shown(path: Path, s: Scenario) -> str:
+    """A file of the state directory as a message names it: ``<state>/...``."""
+    return f"<state>/{path.relative_to(s.state).as_posix()}"
+
+
 def closed_port() -> int:
     """A local port nothing listens on (bound, then released)."""
     with socket.socket() as sock:
@@ -311,7 +318,10 @@ def test_a_kubernetes_cluster_nobody_answers_for_is_cluster_unavailable(
     scenario: Scenario,
 ) -> None:
     s = scenario
-    kubeconfig = s.root.parent / "prod.kubeconfig"
+    operator = s.root.parent / "operator"  # the operator's kubeconfigs, outside the repository
+    operator.mkdir()
+    s.allow_kubeconfigs(operator)
+    kubeconfig = operator / "prod.kubeconfig"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\n"
         f"clusters: [{{name: c, cluster: {{server: 'https://127.0.0.1:{closed_port()}'}}}}]\n"

@@ -206,7 +206,10 @@ def _closed_port() -> int:
 def test_a_kubernetes_server_out_of_reach_is_cluster_unavailable_for_its_chart_alone(
     scenario: Scenario, tmp_path: Path
 ) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
+    operator = tmp_path / "operator"  # the operator's kubeconfigs, outside the repository
+    operator.mkdir()
+    scenario.allow_kubeconfigs(operator)
+    kubeconfig = operator / "kubeconfig"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\n"
         f"clusters: [{{name: c, cluster: {{server: 'https://127.0.0.1:{_closed_port()}'}}}}]\n"

@@ -231,6 +231,7 @@ def test_basic_auth_comes_from_the_operators_credentials_file_and_leaks_nowhere(
         (secrets / "password").write_text("wrong\n")
         (secrets / "creds.yaml").write_text(
             "credentials:\n  charts:\n    basicAuth: {usernameFile: user, passwordFile: password}\n"
+            f"    urls: ['{repo.url}/']\n    releases: [releases/web.yaml]\n"
         )
         monkeypatch.setenv("CONVOY_CREDENTIALS", str(secrets / "creds.yaml"))
         s.commit({"releases/web.yaml": release(repo.url, "0.1.0", ", credentials: charts")})
@@ -312,6 +313,7 @@ def test_basic_auth_to_an_oci_registry_comes_from_the_credentials_file(
         (secrets / "password").write_text(PASSWORD + "\n")
         (secrets / "credentials.yaml").write_text(  # the state directory's own file
             "credentials:\n  oci:\n    basicAuth: {usernameFile: user, passwordFile: password}\n"
+            f"    urls: ['{found.url}']\n    releases: ['releases/*.yaml']\n"
         )
         s.commit({"releases/web.yaml": release(found.url, "~0.1", ", credentials: oci")})
         result = s.reconcile("web", minutes=0)

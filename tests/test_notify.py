@@ -393,8 +393,8 @@ def test_a_bad_alert_file_is_one_line_and_the_other_alerts_and_releases_go_on(
     lines = result.err.splitlines()
     assert lines == [
         "ERROR alerts/bad.yaml: spec.sevrity: unknown field",
-        f"ERROR alerts/nowhere.yaml: spec.provider: 'pager' is not defined in "
-        f"{scenario.state / 'providers.yaml'}",
+        "ERROR alerts/nowhere.yaml: spec.provider: 'pager' is not defined in "
+        "<state>/providers.yaml",
     ]
     assert scenario.status()["rollout"]["state"] == "Progressing"
     assert receiver.ids() == status_commits(scenario.repo)
@@ -409,7 +409,7 @@ def test_a_bad_providers_file_is_one_line_naming_the_file_and_field(
     result = scenario.cli_process("reconcile", "--now", format_time(T0))
     assert result.code == 0
     assert result.err.splitlines() == [
-        f"ERROR notifications: {scenario.state / 'providers.yaml'}: providers.forge: "
+        "ERROR notifications: <state>/providers.yaml: providers.forge: "
         "github: repository: give owner/name"
     ]
 
@@ -452,6 +452,50 @@ def test_no_token_or_url_is_ever_in_the_output_the_statuses_the_commits_or_the_o
     for text in seen:
         for secret in ("t0ken-value", "SECRET", "d0wn-secret-path", "gh-b4se", "127.0.0.1:"):
             assert secret not in text
+
+
+@pytest.mark.parametrize(
+    ("source", "written", "where"),
+    [
+        ("file", "t0ken-line\r\nX-Injected: 1\n", "token: <state>/hook-token"),
+        ("file", "t0ken-nul\x00rest\n", "token: <state>/hook-token"),
+        ("env", "t0ken-env\nX-Injected: 1", "token: environment variable HOOK_TOKEN"),
+        ("url", "http://127.0.0.1:1/h\r\nX-Injected: 1\n", "url: <state>/hook-url"),
+    ],
+    ids=["crlf-in-a-token-file", "nul-in-a-token-file", "lf-in-a-variable", "crlf-in-a-url"],
+)
+def test_a_token_or_url_with_a_control_character_is_refused_in_one_line_naming_it(
+    scenario: Scenario,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+    source: str,
+    written: str,
+    where: str,
+) -> None:
+    receiver.up()
+    scenario.state.mkdir(exist_ok=True)
+    if source == "env":
+        monkeypatch.setenv("HOOK_TOKEN", written)
+        hook = generic(receiver, extra=", token: {env: HOOK_TOKEN}")
+    elif source == "file":
+        (scenario.state / "hook-token").write_text(written)
+        hook = generic(receiver, extra=", token: {file: hook-token}")
+    else:
+        (scenario.state / "hook-url").write_text(written)
+        hook = "  hooks: {type: generic, url: {file: hook-url}}\n"
+    providers(scenario, "providers:\n" + hook)
+    scenario.commit({"alerts/all.yaml": alert_yaml("all", "hooks")})
+    scenario.app("web")
+    result = scenario.cli_process("-v", "reconcile", "--now", format_time(T0))
+    assert result.code == 0, result.err
+    assert receiver.requests == []
+    [line] = [line for line in result.err.splitlines() if "not sent" in line]
+    assert f"not sent ({where}: holds a " in line, line
+    assert "Traceback" not in result.err and str(scenario.state) not in result.err
+    seen = [result.out, result.err, scenario.repo.git.log("-p", "--all")]
+    seen += [p.read_text() for p in scenario.state.rglob("*.json")]
+    for text in seen:
+        assert "X-Injected" not in text and "t0ken-" not in text
 
 
 # --- matching -------------------------------------------------------------------------------

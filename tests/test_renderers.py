@@ -4,6 +4,7 @@ the render cache that keeps a quiet tick from starting any of them; every error 
 line while the other Releases go on."""
 
 import importlib.util
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import yaml
 from convoy_batch.cli import main
 from convoy_batch.errors import RenderFailed
 from convoy_batch.models import Release
-from convoy_batch.renderers import process
+from convoy_batch.renderers import command, process
 from tests.realworld import realworld
 from tests.renderer_tools import Tools, kustomize_kubectl
 from tests.scenario import FAILURE_POLICY, PROJECT, Scenario
@@ -70,6 +71,10 @@ def kustomize_repo(s: Scenario, tag: str = "1.0") -> None:
     s.commit(files, f"web {tag}")
 
 
+RESTRICTOR = "--load-restrictor=LoadRestrictionsRootOnly"
+"""Passed to every build: a kustomization's files lie in its own folder."""
+
+
 @pytest.fixture
 def kubectl(tools: Tools, monkeypatch: pytest.MonkeyPatch) -> str:
     path = kustomize_kubectl()
@@ -112,7 +117,7 @@ def test_a_quiet_tick_starts_no_renderer_process(
     assert len(tools.call_log()) == 1
     scenario.reconcile("web", minutes=10)  # due again by its interval: nothing changed
     scenario.reconcile("web", minutes=20)
-    assert tools.call_log() == ["kubectl kustomize apps/web/overlays/staging"]
+    assert tools.call_log() == [f"kubectl kustomize {RESTRICTOR} apps/web/overlays/staging"]
     # A commit outside what the renderer reads (a status, another Release) changes nothing.
     scenario.commit({"releases/other.yaml": release("other", "apps/other", "{type: Plain}")})
     scenario.reconcile("web", minutes=30)
@@ -280,7 +285,7 @@ def test_a_kustomize_on_path_is_preferred_to_kubectl(
     tools.recorded("kustomize", str(real))
     kustomize_repo(scenario)
     assert scenario.reconcile("web", minutes=0).code == 0
-    assert tools.call_log() == ["kustomize build apps/web/overlays/staging"]
+    assert tools.call_log() == [f"kustomize build {RESTRICTOR} apps/web/overlays/staging"]
 
 
 # --- Plain stays as it was -------------------------------------------------------------
@@ -458,7 +463,14 @@ def test_a_command_renderer_gets_the_release_its_vars_and_args(
         ("renderers: {cm: {command: [SCRIPT]}}\n", "echo bad >&2; echo worse >&2; exit 3",
          "Command renderer 'cm' failed (exit 3): bad | worse"),
         ("renderers: {cm: {command: [SCRIPT], timeout: 1s}}\n", "sleep 30",
-         "Command renderer 'cm': timed out after 1 s"),
+         "Command renderer 'cm': timed out after 1 s (renderers.yaml renderers.cm.timeout)"),
+        ("limits: {timeout: 1s}\nrenderers: {cm: {command: [SCRIPT]}}\n", "sleep 30",
+         "Command renderer 'cm': timed out after 1 s (renderers.yaml limits.timeout)"),
+        ("limits: {timeout: 30s}\nrenderers: {cm: {command: [SCRIPT], timeout: 1s}}\n",
+         "sleep 30", "timed out after 1 s (renderers.yaml renderers.cm.timeout)"),
+        ("limits: {memory: 100Mi}\nrenderers: {cm: {command: [SCRIPT]}}\n",
+         "exec PYTHON -c 'bytearray(300 * 2**20)'",
+         "Command renderer 'cm': over its memory limit of 100 MiB (renderers.yaml limits.memory)"),
         ("renderers: {cm: {command: [no-such-program]}}\n", "",
          "Command renderer 'cm': cannot start no-such-program"),
         ("renderers: {cm: {command: [SCRIPT]}}\n", "echo 'kind: [' ", "web (renderer cm)"),
@@ -467,7 +479,7 @@ def test_a_command_renderer_gets_the_release_its_vars_and_args(
 def test_command_renderer_errors_are_one_line_and_others_go_on(
     scenario: Scenario, tools: Tools, operator: str | None, body: str, expected: str
 ) -> None:
-    script = tools.script("render-cm", body)
+    script = tools.script("render-cm", body.replace("PYTHON", sys.executable))
     if operator is not None:
         operator_file(scenario.state, operator.replace("SCRIPT", str(script)))
     command_repo(scenario, "{type: Command, name: cm}")
@@ -477,6 +489,7 @@ def test_command_renderer_errors_are_one_line_and_others_go_on(
     reason, message = last_attempt(scenario, "web")
     assert reason == "RenderFailed"
     assert expected in message, message
+    assert str(scenario.state) not in message  # named as <state>/renderers.yaml
     assert "Traceback" not in result.err
     assert last_attempt(scenario, "plain")[0] == "Synced"
 
@@ -484,6 +497,36 @@ def test_command_renderer_errors_are_one_line_and_others_go_on(
 def test_output_over_the_limit_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RenderFailed, match="wrote more than 1,000 bytes"):
         process.run("big", ["sh", "-c", "yes"], tmp_path, process.minimal_env(tmp_path), limit=1000)
+
+
+def test_a_renderers_process_runs_with_its_memory_limit_set_before_it_starts(
+    tmp_path: Path,
+) -> None:
+    """The limit is the data segment's (RLIMIT_DATA), soft and hard: the program cannot
+    raise it again. ``ulimit -d`` reads it in KiB."""
+    env = process.minimal_env(tmp_path)
+    limits = process.Limits(memory=200 * 1024**2)
+    shown = process.run(
+        "limits", ["sh", "-c", "ulimit -d; ulimit -H -d"], tmp_path, env, limits=limits
+    )
+    assert shown.split() == ["204800", "204800"]
+    default = process.run("limits", ["sh", "-c", "ulimit -d"], tmp_path, env)
+    assert default.strip() == str(1024**2)  # 1 GiB unless the operator says otherwise
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("1Gi", 1024**3), ("200Mi", 200 * 1024**2), ("2G", 2 * 10**9), ("512Ki", 512 * 1024),
+     (1048576, 1024**2), ("1000", 1000)],
+)  # fmt: skip
+def test_a_memory_limit_is_a_quantity(text: str | int, size: int) -> None:
+    assert command.parse_memory(text) == size
+
+
+@pytest.mark.parametrize("text", ["0", "lots", "1.5Gi", "-1Gi", "1 Gi", "1gi", True, 0])
+def test_a_memory_limit_that_is_not_a_quantity_is_refused(text: str | int) -> None:
+    with pytest.raises(ValueError, match="not a memory size"):
+        command.parse_memory(text)
 
 
 def test_the_example_kustomize_release_renders_and_rolls_out(

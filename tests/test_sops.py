@@ -4,6 +4,7 @@ the state directory, no git object, no output of any command and no notification
 its plaintext; every failure is one RenderFailed line before any request."""
 
 import base64
+import json
 import shutil
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from convoy_batch.renderers import process
-from convoy_batch.renderers.sops import sops_path
+from convoy_batch.renderers.sops import age_only, sops_path
 from tests.receiver import Receiver
 from tests.renderer_tools import installed
 from tests.scenario import CONFIGMAP, DEPLOYMENT, FAILURE_POLICY, Scenario
@@ -73,7 +74,9 @@ class Sops:
     def __init__(self, s: Scenario, tmp: Path) -> None:
         self.s, self.tmp = s, tmp
         self.recipient = age_key(s.state, "ops.agekey")
-        (s.state / "keys.yaml").write_text("keys:\n  ops:\n    age: {file: ops.agekey}\n")
+        (s.state / "keys.yaml").write_text(
+            "keys:\n  ops:\n    age: {file: ops.agekey}\n    releases: [releases/web.yaml]\n"
+        )
 
     def encrypted(self, password: str = PASSWORD, recipient: str | None = None) -> str:
         return encrypt(secret_yaml(password), recipient or self.recipient, self.tmp)
@@ -245,10 +248,13 @@ def test_a_secret_encrypted_for_another_key_fails_to_render(sops: Sops) -> None:
     result = sops.s.reconcile("web", minutes=0)
     reason, message = last_attempt(sops.s)
     assert reason == "RenderFailed"
-    assert "apps/web/secret.enc.yaml" in message and "'ops'" in message
-    assert "not one of its recipients" in message
+    assert message == (
+        "apps/web/secret.enc.yaml: the key 'ops' (spec.source.decryption.key) is not one of "
+        "its age recipients, or its file cannot be read"
+    )
     assert "\n" not in message and PASSWORD not in message
     assert f"web: RenderFailed: {message}" in result.err
+    assert str(sops.s.state) not in result.err
     assert nothing_applied(sops.s)
 
 
@@ -299,7 +305,10 @@ def test_an_unknown_key_name_fails_naming_the_field(sops: Sops) -> None:
     sops.s.reconcile("web", minutes=0)
     reason, message = last_attempt(sops.s)
     assert reason == "RenderFailed"
-    assert message.startswith("spec.source.decryption.key: 'nope': unknown (not defined there:")
+    assert message == (
+        "spec.source.decryption.key: 'nope': unknown (not defined there: <state>/keys.yaml); "
+        "an operator defines keys in the state directory's keys.yaml or $CONVOY_KEYS"
+    )
     assert nothing_applied(sops.s)
 
 
@@ -338,8 +347,9 @@ def test_a_keys_file_that_does_not_parse_fails_naming_the_field(sops: Sops) -> N
     sops.s.reconcile("web", minutes=0)
     reason, message = last_attempt(sops.s)
     assert reason == "RenderFailed"
-    assert message.startswith("spec.source.decryption.key: keys file: "), message
+    assert message.startswith("spec.source.decryption.key: keys file: <state>/keys.yaml: "), message
     assert "keys.ops.age.path" in message, message
+    assert str(sops.s.state) not in message
     assert nothing_applied(sops.s)
 
 
@@ -440,3 +450,62 @@ def test_an_encrypted_document_in_a_renderers_stream_decrypts(sops: Sops) -> Non
     reason, message = last_attempt(s)
     assert reason == "RenderFailed"
     assert message.startswith("apps/web (renderer cat) (document 3): MAC mismatch"), message
+
+
+# --- what sops is given ---------------------------------------------------------------------
+
+AGE = [{"recipient": "age1ours", "enc": "-----BEGIN AGE ENCRYPTED FILE-----"}]
+VAULT = [{"vault_address": "http://vault.tenant:8200", "engine_path": "transit"}]
+KMS = [{"arn": "arn:aws:kms:eu-west-1:1:key/k", "enc": "x"}]
+KEPT = {"lastmodified": "2026-11-29T12:00:00Z", "mac": "ENC[...]", "version": "3.11.0",
+        "encrypted_regex": "^(data|stringData)$", "unencrypted_suffix": "_unencrypted",
+        "mac_only_encrypted": True, "shamir_threshold": 1}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("metadata", "expected"),
+    [
+        ({"age": AGE, **KEPT}, {"age": AGE, **KEPT}),
+        (
+            {"kms": KMS, "gcp_kms": KMS, "hckms": KMS, "azure_kv": KMS, "hc_vault": VAULT,
+             "pgp": [{"fp": "ABCD"}], "age": AGE, "some_future_service": KMS, **KEPT},
+            {"age": AGE, **KEPT},
+        ),
+        (
+            {"key_groups": [{"hc_vault": VAULT, "age": AGE}, {"pgp": [{"fp": "AB"}]}], **KEPT},
+            {"key_groups": [{"age": AGE}, {}], **KEPT},
+        ),
+        ({"hc_vault": VAULT, **KEPT}, KEPT),
+    ],
+    ids=["age-only-as-it-is", "every-other-service-dropped", "key-groups", "no-age-left"],
+)  # fmt: skip
+def test_sops_is_given_only_the_age_recipients_and_the_values_as_they_were(
+    metadata: dict[str, object], expected: dict[str, object]
+) -> None:
+    doc = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"},
+           "stringData": {"z": "ENC[a]", "a": "ENC[b]"}, "sops": metadata}  # fmt: skip
+    given = json.loads(age_only(json.dumps(doc)))
+    assert given["sops"] == expected
+    assert list(given) == list(doc)  # the order the MAC covers
+    assert list(given["stringData"].items()) == [("z", "ENC[a]"), ("a", "ENC[b]")]
+
+
+@pytest.mark.parametrize("text", ["not json", "[1, 2]", '{"sops": "a string"}', '{"a": 1}'])
+def test_a_document_of_another_shape_is_given_to_sops_as_it_is(text: str) -> None:
+    assert age_only(text) == text
+
+
+def test_a_key_may_decrypt_only_for_the_release_files_it_names(sops: Sops) -> None:
+    (sops.s.state / "keys.yaml").write_text(
+        "keys:\n  ops: {age: {file: ops.agekey}, releases: [releases/api.yaml]}\n"
+    )
+    sops.commit(sops.encrypted())
+    result = sops.s.reconcile("web", minutes=0)
+    reason, message = last_attempt(sops.s)
+    assert reason == "RenderFailed"
+    assert message == (
+        "spec.source.decryption.key: 'ops': not for releases/web.yaml: no pattern of its "
+        "releases in <state>/keys.yaml names that file; nothing was decrypted"
+    )
+    assert f"web: RenderFailed: {message}" in result.err
+    assert nothing_applied(sops.s)

@@ -263,6 +263,31 @@ def test_a_relative_url_is_relative_to_the_gitops_repository(
     assert snapshot.revision == upstream.head.commit.hexsha
 
 
+@pytest.mark.parametrize("how", ["cached-clone", "link-to-it", "state-itself", "file-url"])
+def test_a_url_that_resolves_into_the_state_directory_is_refused_before_any_fetch(
+    gitops: git.Repo, upstream: git.Repo, tmp_path: Path, how: str
+) -> None:
+    """The source cache holds other Releases' remotes: no source is read from the state
+    directory, however its path is written; the message names it as ``<state>``."""
+    state = tmp_path / "s"
+    fetch(gitops, state, release("deploy", url=str(upstream.working_tree_dir)))  # cached
+    (cached,) = (state / "sources").iterdir()
+    (tmp_path / "innocent").symlink_to(cached)
+    url = {
+        "cached-clone": str(cached),
+        "link-to-it": str(tmp_path / "innocent"),
+        "state-itself": "../s",
+        "file-url": f"file://{cached}",
+    }[how]
+    with pytest.raises(SourceFailed) as raised:
+        fetch(gitops, state, release("deploy", url=url))
+    shown = "<state>" if how == "state-itself" else f"<state>/sources/{cached.name}"
+    assert str(raised.value) == (
+        f"spec.source.url {shown!r}: a repository inside the state directory is never a source"
+    )
+    assert list((state / "sources").iterdir()) == [cached]  # nothing fetched
+
+
 def test_a_symlink_to_a_file_inside_the_repository_is_followed(
     gitops: git.Repo, tmp_path: Path
 ) -> None:

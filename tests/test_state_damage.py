@@ -110,8 +110,9 @@ def damaged(
     scenario: Scenario, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> Callable[..., Path]:
     """Reconcile both Releases over a damage: no traceback, the exit code, every line of
-    stderr (and warning, which the CLI prints there) naming the damaged path, ``lines``
-    of them, and nothing changed outside the state directory."""
+    stderr (and warning, which the CLI prints there) naming the damaged path (a Release's
+    as ``<state>/...``), ``lines`` of them, and nothing changed outside the state
+    directory."""
 
     def run(damage: Damage, lines: set[int] | None = None) -> Path:
         path = two_releases_with(scenario, tmp_path, damage)
@@ -121,7 +122,12 @@ def damaged(
         assert "Traceback" not in result.err
         assert result.code == damage.code, result.err
         err = result.err.splitlines() + [r.getMessage() for r in caplog.records]
-        assert all(str(path) in line and "\n" not in line for line in err), err
+        # A Release's line names it as <state>/...: a status never says where the state is.
+        shown = "<state>/" + path.relative_to(scenario.state).as_posix()
+        assert all(str(path) in line or shown in line for line in err), err
+        assert all("\n" not in line for line in err), err
+        outcomes = [line for line in result.err.splitlines() if line.startswith(("api:", "web:"))]
+        assert all(str(scenario.state) not in line for line in outcomes), outcomes
         assert len(err) in (lines or {damage.lines}), err
         assert snapshot(tmp_path / "outside") == outside, "written through a symlink leading out"
         caplog.clear()

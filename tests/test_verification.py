@@ -434,7 +434,8 @@ def test_a_token_from_the_operators_file_is_sent_and_shown_nowhere(
     s.state.mkdir(exist_ok=True)
     (s.state / "metrics.token").write_text(TOKEN + "\n")
     (s.state / "credentials.yaml").write_text(
-        "credentials: {metrics: {bearerToken: {file: metrics.token}}}\n"
+        "credentials: {metrics: {bearerToken: {file: metrics.token}, "
+        f"urls: ['{endpoint.url}'], releases: [releases/web.yaml]}}}}\n"
     )
     spec = verification(endpoint.url).replace("timeout: 2s", "timeout: 2s, credentials: metrics")
     s.app(spec_extra=spec)
@@ -459,7 +460,10 @@ def test_a_token_from_the_operators_file_is_sent_and_shown_nowhere(
     s.deployment_ready()
     s.reconcile("web", minutes=5)
     message = s.status()["lastAttempted"]["message"]
-    assert "provider.credentials 'metrics': not defined in" in message, message
+    assert "provider.web.credentials 'metrics': not defined in <state>/credentials.yaml" in (
+        message
+    ), message
+    assert str(s.state) not in message
 
 
 def test_the_examples_search_verifies_then_fails_its_update_and_rolls_back(

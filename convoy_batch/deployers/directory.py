@@ -26,10 +26,13 @@ What it does as an API server would:
 - every path part is validated, and no write or delete follows a symlink leading out
   of the root, so nothing is ever written outside it. The first write into a folder in a
   deployer's life (one tick) removes the temp files of writes there that never landed.
-- where its root may be (:func:`cluster_root`): under the state directory, or, for an
-  absolute ``spec.directory.path``, under a root the operator allows in the state
-  directory's ``directories.yaml`` (or the file ``$CONVOY_DIRECTORIES`` names), so a
-  repository writer cannot make convoy-batch write wherever its process may.
+- where its root may be (:func:`cluster_root`): a folder directly inside
+  ``<state>/clusters/`` (default ``clusters/<name>``), or, for an absolute
+  ``spec.directory.path``, under a root the operator allows in the state directory's
+  ``directories.yaml`` (or the file ``$CONVOY_DIRECTORIES`` names) and neither in the
+  state directory nor holding it, so a repository writer cannot make convoy-batch write
+  wherever its process may, nor over its own state. That no two Clusters share a folder
+  is checked across the snapshot (:mod:`convoy_batch.deployers.targets`).
 - Secrets are never kept in the parse cache (``<state>/cache/cluster-<name>.json``): a
   Secret's file is parsed on each read instead, so its data has no copy beyond the
   cluster's own file and the render store.
@@ -82,7 +85,7 @@ from convoy_batch.state.files import (
     refuse_link_out,
     remove_leftovers,
 )
-from convoy_batch.state.operator_files import operator_path, read_operator_file
+from convoy_batch.state.operator_files import operator_path, read_operator_file, shown
 
 CLUSTER_DIR = "_cluster"
 CRD_GROUP = "apiextensions.k8s.io"
@@ -279,31 +282,90 @@ class DirectoryRoots(Model):
     roots: tuple[str, ...] = ()
 
 
+CLUSTERS_FOLDER = "clusters"
+"""The state directory's folder of directory clusters: a relative ``spec.directory.path``
+is a folder directly inside it (default ``clusters/<Cluster name>``)."""
+
+
+def default_folder(cluster: Cluster) -> str:
+    """``clusters/<name>``: where a directory Cluster without ``spec.directory`` lives."""
+    return f"{CLUSTERS_FOLDER}/{cluster.name}"
+
+
+def written_path(cluster: Cluster) -> str:
+    """``spec.directory.path`` as the Cluster file says it (default :func:`default_folder`)."""
+    spec = cluster.spec.directory
+    return spec.path if spec is not None else default_folder(cluster)
+
+
+def in_own_default(cluster: Cluster) -> bool:
+    """Whether the Cluster's folder is its own default ``clusters/<its name>``."""
+    path = written_path(cluster)
+    return not os.path.isabs(path) and os.path.normpath(path) == default_folder(cluster)
+
+
+def directory_roots(state_dir: Path) -> tuple[Path, tuple[str, ...]]:
+    """The operator's roots file and its absolute roots (ValueError, one line: it cannot
+    be read)."""
+    allowed = operator_path(state_dir, ROOTS_ENV, ROOTS_FILE)
+    file = read_operator_file(allowed, DirectoryRoots, state_dir)
+    roots = file.roots if file is not None else ()
+    return allowed, tuple(r for r in roots if os.path.isabs(r))
+
+
 def cluster_root(cluster: Cluster, state_dir: Path) -> tuple[Path, Path]:
     """A directory Cluster's root and the folder nothing may be written outside of: the
-    state directory for a relative ``spec.directory.path`` (default ``clusters/<name>``),
-    the allowing root for an absolute one. ClusterNotFound (one line naming the Cluster
-    file) for a path that leaves the state directory or that no allowed root holds."""
-    spec = cluster.spec.directory
-    path = Path(spec.path) if spec is not None else Path("clusters") / cluster.name
-    where = f"clusters/{cluster.name}.yaml: spec.directory.path: {str(path)!r}"
+    state directory for a relative ``spec.directory.path``, which must be a folder
+    directly inside ``<state>/clusters/`` (default ``clusters/<name>``); the allowing
+    root for an absolute one, which may neither lie in the state directory nor hold it.
+    ClusterNotFound (one line naming the Cluster file) for any other path. (Clusters
+    that share a folder: :mod:`convoy_batch.deployers.targets`.)"""
+    written = written_path(cluster)
+    path = Path(written)
+    where = f"clusters/{cluster.name}.yaml: spec.directory.path: {written!r}"
+    if "\x00" in written:
+        raise ClusterNotFound(f"{where} is not a path of this machine")
     if not path.is_absolute():
-        if os.path.normpath(path).split(os.sep)[0] == "..":
+        parts = os.path.normpath(path).split(os.sep)
+        if parts[0] == "..":
             raise ClusterNotFound(f"{where} leaves the state directory")
+        if len(parts) != 2 or parts[0] != CLUSTERS_FOLDER or parts[1] in (".", ".."):
+            raise ClusterNotFound(
+                f"{where} is not a folder directly inside <state>/{CLUSTERS_FOLDER}/ (the "
+                f"rest of the state directory is convoy-batch's own): name one as "
+                f"{CLUSTERS_FOLDER}/<folder>, or leave it unset for {default_folder(cluster)}"
+            )
         return state_dir / path, state_dir
-    allowed = operator_path(state_dir, ROOTS_ENV, ROOTS_FILE)
+    if problem := _state_problem(path, state_dir):
+        raise ClusterNotFound(f"{where} {problem}")
     try:
-        file = read_operator_file(allowed, DirectoryRoots)
+        allowed, roots = directory_roots(state_dir)
     except ValueError as exc:
         raise ClusterNotFound(f"{where}: directory roots: {exc}") from None
     real = Path(os.path.realpath(path))
-    for root in file.roots if file is not None else ():
-        if Path(root).is_absolute() and real.is_relative_to(os.path.realpath(root)):
+    for root in roots:
+        if real.is_relative_to(os.path.realpath(root)):
             return path, Path(root)
     raise ClusterNotFound(
-        f"{where} is outside the state directory and no root of {allowed} allows it "
-        f"(an operator lists allowed roots there under 'roots:')"
+        f"{where} is outside the state directory and no root of {shown(allowed, state_dir)} "
+        f"allows it (an operator lists allowed roots there under 'roots:')"
     )
+
+
+def _state_problem(path: Path, state_dir: Path) -> str | None:
+    """Why an absolute directory cluster ``path`` would write over the state directory
+    (links resolved, or as written): it lies in it, or holds it."""
+    state_forms = {os.path.abspath(state_dir), os.path.realpath(state_dir)}
+    for form in {os.path.abspath(path), os.path.realpath(path)}:
+        for state in state_forms:
+            if Path(form).is_relative_to(state):
+                return (
+                    "lies in the state directory, which is convoy-batch's own (a directory "
+                    f"cluster there is named relatively: {CLUSTERS_FOLDER}/<folder>)"
+                )
+            if Path(state).is_relative_to(form):
+                return "holds the state directory, which is convoy-batch's own"
+    return None
 
 
 def _is_secret(obj: Manifest) -> bool:

@@ -23,6 +23,7 @@ time-out after its first request.
 import json
 import logging
 import os
+import re
 import ssl
 import threading
 from collections import Counter
@@ -40,6 +41,7 @@ from kubernetes import config as k8s_config
 from convoy_batch.deployers.base import Capabilities
 from convoy_batch.errors import ClusterUnavailable, Forbidden
 from convoy_batch.models import KubernetesTarget
+from convoy_batch.state.operator_files import shown, without_state_dir
 
 log = logging.getLogger("convoy_batch")
 
@@ -91,7 +93,8 @@ class ApiError(Exception):
 
 def kubeconfig_path(target: KubernetesTarget, base: Path) -> str:
     """``spec.kubernetes.kubeconfig`` (relative to ``base``), else ``$KUBECONFIG``, else
-    ``~/.kube/config``. ``$KUBECONFIG`` may list several files, as kubectl allows."""
+    ``~/.kube/config``. ``$KUBECONFIG`` may list several files, as kubectl allows. (Which
+    named files may be used: :mod:`convoy_batch.deployers.targets`.)"""
     if target.kubeconfig:
         path = Path(target.kubeconfig).expanduser()
         return str(path if path.is_absolute() else base / path)
@@ -99,8 +102,17 @@ def kubeconfig_path(target: KubernetesTarget, base: Path) -> str:
     return env if env else str(Path("~/.kube/config").expanduser())
 
 
+def environment_kubeconfigs() -> tuple[Path, ...]:
+    """The operator's own kubeconfigs: the files ``$KUBECONFIG`` lists, and
+    ``~/.kube/config``."""
+    listed = os.environ.get("KUBECONFIG", "").split(os.pathsep)
+    return (*(Path(f) for f in listed if f), Path("~/.kube/config").expanduser())
+
+
 def load_configuration(target: KubernetesTarget, base: Path, where: str) -> Any:
-    """The client configuration for the target's kubeconfig and context (ClusterUnavailable)."""
+    """The client configuration for the target's kubeconfig and context (ClusterUnavailable,
+    one line naming the file as ``<state>/...`` when it is in ``base``, the state
+    directory)."""
     path = kubeconfig_path(target, base)
     configuration = k8s_client.Configuration()
     try:
@@ -114,16 +126,19 @@ def load_configuration(target: KubernetesTarget, base: Path, where: str) -> Any:
     except Exception as exc:  # any way a user's file fails to load
         # (bad YAML, missing fields, bad certificate data) is one line naming the file;
         # the loader's messages name files and keys, never tokens.
-        raise _unloadable(where, path, str(exc).strip() or type(exc).__name__) from None
+        raise _unloadable(where, path, str(exc).strip() or type(exc).__name__, base) from None
     if logged:  # an exec plugin that failed: the configuration has no credentials
-        raise _unloadable(where, path, logged[0])
+        raise _unloadable(where, path, logged[0], base)
     return configuration
 
 
-def _unloadable(where: str, path: str, problem: str) -> ClusterUnavailable:
+def _unloadable(where: str, path: str, problem: str, state_dir: Path) -> ClusterUnavailable:
     lines = problem.strip().splitlines()
     first_line = lines[0] if lines else "unknown problem"
-    return ClusterUnavailable(f"{where}: cannot load kubeconfig {path}: {first_line}")
+    # The loader's message may name a file of the state directory (a missing tokenFile).
+    first_line = without_state_dir(first_line, state_dir)
+    named = shown(path, state_dir)
+    return ClusterUnavailable(f"{where}: cannot load kubeconfig {named}: {first_line}")
 
 
 _LOADER = os.path.dirname(k8s_config.__file__) + os.sep
@@ -262,13 +277,21 @@ class KubeApi:
         _quiet_library_log()
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
+        """The request's headers, the kubeconfig's credentials among them (ClusterUnavailable
+        for a credential no HTTP header can carry: see :func:`header_value`)."""
         headers = {"Accept": "application/json", "User-Agent": "convoy-batch"}
         if content_type:
             headers["Content-Type"] = content_type
-        # auth_settings() runs the kubeconfig's refresh hook (exec plugins, expiring tokens).
-        for setting in self._configuration.auth_settings().values():
+        try:
+            # It runs the kubeconfig's refresh hook (exec plugins, expiring tokens).
+            settings = list(self._configuration.auth_settings().values())
+        except Exception as exc:  # whatever the hook raises may quote the credential
+            problem = f"the kubeconfig's credentials failed: {type(exc).__name__}"
+            raise ClusterUnavailable(f"{self.where}: {problem}") from None
+        for setting in settings:
             if setting.get("in") == "header" and setting.get("value"):
-                headers[str(setting["key"])] = str(setting["value"])
+                key = str(setting["key"])
+                headers[key] = header_value(key, str(setting["value"]), self.where)
         return headers
 
     def request(
@@ -288,10 +311,9 @@ class KubeApi:
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         dry = bool(query and query.get("dryRun"))
         COUNTS[f"dry-run {method}" if dry else method] += 1
+        headers = self._headers(content_type)  # checked before anything is sent
         try:
-            response = self._urlopen(
-                method, url, body=data, headers=self._headers(content_type), redirect=False
-            )
+            response = self._urlopen(method, url, body=data, headers=headers, redirect=False)
         except urllib3.exceptions.HTTPError as exc:
             if not _timed_out(exc):
                 raise Unreachable(f"{what}: {_reason(exc)}") from None
@@ -299,6 +321,10 @@ class KubeApi:
             # Other threads read it without a lock: a str is assigned in one step.
             self._unanswered = f"{method} {path} got {waited} in this tick"
             raise Unreachable(f"{what}: {waited}") from None
+        except Exception as exc:  # anything else the client raises
+            # (http.client's "Invalid header value b'Bearer ...'" quotes a credential): its
+            # kind alone, in one line, never its message.
+            raise Unreachable(f"{what}: the request failed: {type(exc).__name__}") from None
         return self._answer(method, path, response.status, response.data)
 
     def _answer(self, method: str, path: str, status: int, data: bytes) -> Any:
@@ -389,6 +415,22 @@ class KubeApi:
             except (Unreachable, ApiError, Forbidden) as exc:
                 log.warning("%s: %s: kinds unknown: %s", self.where, api_version, exc)
         return Capabilities(version, tuple(sorted(found)))
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def header_value(key: str, value: str, where: str) -> str:
+    """A header's value from the kubeconfig, as sent: without trailing white space (a
+    ``tokenFile`` ending in a newline, which the client keeps); ClusterUnavailable, one line
+    naming the header and never its value, for any other control character in it."""
+    value = value.rstrip()
+    if _CONTROL.search(value):
+        raise ClusterUnavailable(
+            f"{where}: the kubeconfig's credential (the {key} header) holds a control "
+            "character, which no HTTP header can carry (its value is not shown)"
+        )
+    return value
 
 
 def _timed_out(exc: Exception) -> bool:

@@ -124,7 +124,8 @@ def from_cluster(
     cache: ParseCache | None = None,
 ) -> "KubernetesDeployer":
     """The deployer for a Cluster with ``spec.kubernetes`` (ClusterUnavailable: no kubeconfig).
-    A relative kubeconfig path is relative to the state directory, as directory paths are.
+    A relative kubeconfig path is relative to the state directory, as directory paths are;
+    the tick has checked that the Cluster may name it (:mod:`~convoy_batch.deployers.targets`).
     ``releases``: the names of the Releases on this Cluster (what its LISTs select);
     ``cache``: the Cluster's parse cache, where the server's answers are remembered."""
     target = cluster.spec.kubernetes

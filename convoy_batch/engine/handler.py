@@ -17,6 +17,7 @@ from convoy_batch.reasons import Reason
 from convoy_batch.rollout import Outcome, Verdict, assemble_status, commit_message, render_verdict
 from convoy_batch.rollout.analysis import Verified
 from convoy_batch.rollout.status import NO_VALUE, drifted_line, short_ref, state_of, with_note
+from convoy_batch.state.operator_files import without_state_dir
 from convoy_batch.timefmt import format_time
 
 log = logging.getLogger("convoy_batch")
@@ -87,6 +88,7 @@ def next_status(
     force_at: datetime | None,
 ) -> ReleaseStatus:
     """The status that ``outcome`` gives (SPEC 10), from the Release's current one."""
+    outcome = shown_outcome(tick, outcome)
     prior = tick.status(name)
     checked = verified(tick, release, prior, force_at is not None) if release else None
     status = assemble_status(
@@ -105,6 +107,14 @@ def next_status(
     )
 
 
+def shown_outcome(tick: Tick, outcome: Outcome) -> Outcome:
+    """``outcome`` with the state directory's absolute path in its message written
+    ``<state>``: a status, its commit and stderr never say where the state directory is
+    (whatever edge made the message: a file of the state directory that failed, say)."""
+    message = without_state_dir(outcome.message, tick.stores.state_dir)
+    return outcome if message == outcome.message else replace(outcome, message=message)
+
+
 def sync_handler(
     tick: Tick,
     name: str,
@@ -114,6 +124,7 @@ def sync_handler(
     force_at: datetime | None,
 ) -> Handled:
     """Assemble the new status (SPEC 10) and commit it when it changed."""
+    outcome = shown_outcome(tick, outcome)
     status = next_status(tick, name, release, outcome, inventory, force_at)
     if outcome.is_error:
         log.error("%s: %s: %s", name, outcome.reason, outcome.message)

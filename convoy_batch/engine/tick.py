@@ -53,6 +53,8 @@ built; this is the index). Cache: key; valid while; lifetime and invalidation.
 - Kubernetes deployer: kind (its LIST), group version (discovery), object (live); one
   tick, kept current with the server's answers to its own writes.
 - directory deployer: object file; its stat; one tick (then the cluster cache above).
+- target checks (``targets``, ``refused``): Cluster; the tick's snapshot and the
+  operator's roots files; one tick.
 - status store: status path; HEAD's blob id; one tick.
 - operator files (``operator_files.py``): path; size and modification time; the process.
 """
@@ -69,11 +71,15 @@ from importlib import metadata
 from pathlib import Path
 from types import MappingProxyType
 
+import git
+
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.deployers.directory import DirectoryDeployer, cluster_root
 from convoy_batch.deployers.simulated import SimulatedDeployer
+from convoy_batch.deployers.targets import Targets
 from convoy_batch.engine.ownership import Ownership
 from convoy_batch.engine.stages.act import BeforeChange, Writes, no_record
+from convoy_batch.errors import ClusterNotFound, UsageError
 from convoy_batch.health.cel import Programs
 from convoy_batch.models import Cluster, ObjectKey, ReleaseInventory, ReleaseStatus
 from convoy_batch.renderers.charts import ChartResolver
@@ -156,7 +162,8 @@ def make_deployer(
     cache: ParseCache | None = None,
     releases: Collection[str] = (),
 ) -> Deployer:
-    """The deployer a Cluster asks for; no target means a directory cluster (SPEC 1),
+    """The deployer a Cluster asks for, once the tick has checked that the Cluster may use
+    its target (:meth:`Tick.deployer`); no target means a directory cluster (SPEC 1),
     with the simulated controller when the Cluster asks for it and ``now`` is given.
     ``releases``: the Releases on the Cluster (a Kubernetes deployer lists their objects);
     ``cache``: the Cluster's parse cache (what either deployer remembers across ticks)."""
@@ -170,6 +177,35 @@ def make_deployer(
     if spec.simulate is not None and now is not None:
         return SimulatedDeployer(directory, spec.simulate, now)
     return directory
+
+
+def refuse_tracked_state(repo: GitOpsRepo, state_dir: Path) -> None:
+    """UsageError (no tick) when HEAD holds a file of the state directory (one inside the
+    working tree, as the default ``<repo>/.convoy``): a checkout would have written the
+    operator's files (``renderers.yaml``, ``credentials.yaml``, ...) or convoy-batch's
+    state from a commit, and git overwrites ignored files. No Release can be trusted to
+    run then, so none is: a person removes the files from git and checks the folder."""
+    tree = Path(os.path.realpath(repo.repo.working_tree_dir or repo.path))
+    state = Path(os.path.realpath(state_dir))
+    if not state.is_relative_to(tree) or state == tree:
+        return
+    try:
+        held = repo.repo.head.commit.tree / state.relative_to(tree).as_posix()
+    except (KeyError, ValueError):  # nothing there (or no commit yet)
+        return
+    if isinstance(held, git.Tree):
+        files = sorted(str(item.path) for item in held.traverse() if isinstance(item, git.Blob))
+    else:
+        files = [str(held.path)]
+    if files:
+        shown_files = ", ".join(files[:3]) + (
+            f" and {len(files) - 3} more" if len(files) > 3 else ""
+        )
+        raise UsageError(
+            f"the GitOps repository's HEAD holds files of the state directory ({shown_files}): "
+            "a commit never holds the operator's files or convoy-batch's state; remove them "
+            "from git (git rm -r --cached) and check the state directory, then tick again"
+        )
 
 
 DeployerFactory = Callable[[Cluster, Path, datetime, ParseCache, Collection[str]], Deployer]
@@ -202,6 +238,8 @@ class Tick:
     removed: set[str] = field(default_factory=set)
     """Removed Releases whose status file this tick removes (a retirement's commit)."""
     deployers: dict[str, Deployer] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+    """Cluster -> why its target may not be used (:meth:`deployer`), for the tick."""
     caches: dict[str, ParseCache] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     """Guards what Releases reconciled on several threads create together."""
@@ -232,6 +270,7 @@ class Tick:
         repository are read at that commit instead (statuses always at HEAD)."""
         repo = GitOpsRepo(repo_path)
         commit = repo.commit(revision)
+        refuse_tracked_state(repo, state_dir)
         stores = Stores.open(state_dir)
         caches = {name: ParseCache(state_dir / "cache" / f"{name}.json") for name in ("repo",)}
         status_store = StatusStore(repo.repo, stores.locks, cache=caches["repo"])
@@ -353,10 +392,29 @@ class Tick:
         (:mod:`convoy_batch.health.observer` states the key and invariant)."""
         return self.cache(f"observed-{cluster.name}")
 
+    @functools.cached_property
+    def targets(self) -> Targets:
+        """What each Cluster's target is checked against before its deployer is made
+        (:mod:`convoy_batch.deployers.targets`): the state directory, the snapshot's
+        Clusters, the repository's working tree and git folder."""
+        git_repo = self.repo.repo
+        tree = Path(git_repo.working_tree_dir or self.repo.path)
+        state_dir = self.stores.state_dir
+        return Targets(state_dir, self.snapshot.clusters, (tree, Path(git_repo.git_dir)))
+
     def deployer(self, cluster: Cluster) -> Deployer:
-        """One deployer per Cluster per tick (so per-tick caches such as discovery hold)."""
+        """One deployer per Cluster per tick (so per-tick caches such as discovery hold),
+        made once the Cluster's target is one it may use (ClusterNotFound, each time it is
+        asked for, when it is not: :meth:`targets`)."""
         with self.lock:
+            if cluster.name in self.refused:
+                raise ClusterNotFound(self.refused[cluster.name])
             if cluster.name not in self.deployers:
+                try:
+                    self.targets.check(cluster)
+                except ClusterNotFound as exc:
+                    self.refused[cluster.name] = str(exc)
+                    raise
                 cache = self.cache(f"cluster-{cluster.name}")
                 releases = list(self.snapshot.by_cluster.get(cluster.name, ()))
                 releases += [n for n, on in self.gone.items() if on == cluster.name]

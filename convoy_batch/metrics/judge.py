@@ -3,9 +3,15 @@ list or a map), as Argo Rollouts judges one: ``failureCondition`` true is Failed
 ``successCondition`` true is Successful; with both given and neither true, Inconclusive;
 with one given and false, the other verdict. An error (a condition that fails, that is
 no boolean, a NaN) is an Error measurement, never a verdict: it names the cause, and for
-an index into an empty result says how to guard it."""
+an index into an empty result says how to guard it.
+
+A provider's ``credentials`` is the operator's, sent only when its ``releases`` name the
+Release's file and its ``urls`` hold the request's URL (after substitution): else the
+measurement is an error naming the field and the URL, a warning line too, and nothing
+is sent."""
 
 import base64
+import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,13 +19,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from convoy_batch.errors import RenderFailed
-from convoy_batch.metrics.prometheus import query
+from convoy_batch.errors import RenderFailed, one_line
+from convoy_batch.metrics.prometheus import query, query_url
 from convoy_batch.metrics.web import MetricError, fetch
 from convoy_batch.models import Analysis
 from convoy_batch.renderers.pipeline import substitute
 from convoy_batch.rollout.analysis import Judged, Measurement
-from convoy_batch.state.operator_files import credential, secret_text
+from convoy_batch.state.operator_files import credential_for
+
+log = logging.getLogger("convoy_batch")
 
 VALUE_LIMIT = 80
 """A result is kept as text of at most this many characters."""
@@ -34,6 +42,15 @@ class Context:
     query or a URL."""
     state_dir: Path
     """Where the operator's credentials file is."""
+    release_file: str | None = None
+    """The Release's file in the repository (:attr:`Release.file`): what a credential's
+    ``releases`` must name."""
+    release: str = ""
+    """The Release's name, for the warning of a credential refused."""
+
+
+class CredentialRefused(MetricError):
+    """A credential the analysis names may not be sent: nothing was."""
 
 
 def measure(analysis: Analysis, now: datetime, context: Context) -> Measurement:
@@ -43,13 +60,18 @@ def measure(analysis: Analysis, now: datetime, context: Context) -> Measurement:
         if provider.web is not None:
             web = provider.web
             web = web.model_copy(update={"url": _substitute(web.url, context.variables)})
-            headers = {**web.headers, **_auth(web.credentials, context)}
-            result = _number(fetch(web, headers))
+            auth = _auth(web.credentials, "provider.web.credentials", web.url, context)
+            result = _number(fetch(web, {**web.headers, **auth}))
         else:
             metric = provider.prometheus
             assert metric is not None  # a job analysis is measured by metrics.job
             text = _substitute(metric.query, context.variables)
-            result = query(metric, text, now, _auth(metric.credentials, context))
+            field = "provider.prometheus.credentials"
+            auth = _auth(metric.credentials, field, query_url(metric), context)
+            result = query(metric, text, now, auth)
+    except CredentialRefused as exc:  # the operator's to know: a line on stderr too
+        log.warning("%s: verification %s: %s", context.release, analysis.name, exc)
+        return Measurement(now, Judged.ERROR, None, str(exc))
     except MetricError as exc:
         return Measurement(now, Judged.ERROR, None, str(exc))
     value = _text(result)
@@ -73,23 +95,21 @@ def measure(analysis: Analysis, now: datetime, context: Context) -> Measurement:
     return Measurement(now, judged, value, "")
 
 
-def _auth(name: str | None, context: Context) -> dict[str, str]:
-    """The ``Authorization`` header of the credential ``name`` of the operator's file (a
-    MetricError naming the file when it cannot be had: it holds, as any error does)."""
+def _auth(name: str | None, field: str, url: str, context: Context) -> dict[str, str]:
+    """The ``Authorization`` header of the credential ``name`` of the operator's file,
+    for a request to ``url`` (a MetricError, one line naming ``field`` and never a
+    value, when it may not be sent there or cannot be read: it holds, as any error
+    does, and nothing is sent)."""
     if name is None:
         return {}
     try:
-        path, entry = credential(context.state_dir, name, "provider.credentials")
-        if entry.bearer_token is not None:
-            return {"Authorization": f"Bearer {secret_text(path, entry.bearer_token.file)}"}
-        if entry.basic_auth is not None:
-            user = secret_text(path, entry.basic_auth.username_file)
-            password = secret_text(path, entry.basic_auth.password_file)
-            token = base64.b64encode(f"{user}:{password}".encode()).decode()
-            return {"Authorization": f"Basic {token}"}
-        raise ValueError(f"provider.credentials {name!r}: neither bearerToken nor basicAuth")
+        auth = credential_for(context.state_dir, name, field, context.release_file, url)
     except ValueError as exc:
-        raise MetricError(str(exc)) from None
+        raise CredentialRefused(one_line(str(exc))) from None
+    if auth.username is None:
+        return {"Authorization": f"Bearer {auth.token}"}
+    token = base64.b64encode(f"{auth.username}:{auth.password}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
 
 
 def _substitute(text: str, variables: Mapping[str, str]) -> str:

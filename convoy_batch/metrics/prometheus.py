@@ -11,8 +11,13 @@ from convoy_batch.metrics.web import MetricError, get_json
 from convoy_batch.models import PrometheusMetric
 
 
+def query_url(metric: PrometheusMetric) -> str:
+    """Where the query goes (a credential must be bound to it)."""
+    return f"{metric.address.rstrip('/')}/api/v1/query"
+
+
 def query(metric: PrometheusMetric, text: str, now: datetime, headers: Mapping[str, str]) -> Any:
-    url = f"{metric.address.rstrip('/')}/api/v1/query"
+    url = query_url(metric)
     fields = {"query": text, "time": f"{now.timestamp():.3f}"}
     answer = get_json("GET", url, headers, metric.timeout, fields=fields)
     if not isinstance(answer, dict) or answer.get("status") != "success":

@@ -5,7 +5,8 @@ python-jsonpath; Argo Rollouts' ``{$.data.ok}`` too) picks the result.
 Every failure is a :class:`MetricError` of one line (the status code, a time-out, a
 refused connection, an answer that is not JSON, a path that matches nothing): an observer
 outage, never a verdict. A credential's token or password is sent in a header and never
-appears in a message."""
+appears in a message. A redirect is not followed (an answer of its own, ``HTTP 302``), so
+a header never goes to a URL the credential was not bound to."""
 
 import json
 from collections.abc import Mapping

@@ -27,6 +27,7 @@ from convoy_batch.notify.outbox import MAX_ATTEMPTS, Cursor, Entry, Outbox
 from convoy_batch.notify.providers import Provider, load_providers, providers_path
 from convoy_batch.state.caches import ParseCache
 from convoy_batch.state.locks import LockBusy, Locks
+from convoy_batch.state.operator_files import shown
 from convoy_batch.timefmt import format_time
 
 log = logging.getLogger("convoy_batch")
@@ -94,11 +95,11 @@ class Notifier:
                 return None
         path = providers_path(facts.state_dir)
         try:
-            providers = load_providers(path)
+            providers = load_providers(path, facts.state_dir)
         except ValueError as exc:
             log.error("notifications: %s", one_line(str(exc)))
             providers = None
-        usable = _usable(found, providers, path)
+        usable = _usable(found, providers, shown(path, facts.state_dir))
         notifier = cls(facts, usable, providers or {}, path, collect=found.configured)
         if found.configured and notifier._cursor() is None:
             # After the entries still waiting, so that none is overtaken.
@@ -226,10 +227,12 @@ class Notifier:
     ) -> send.Failed | None:
         provider = self.providers.get(entry.provider)
         if provider is None:
-            return send.Failed(f"no provider {entry.provider!r} in {self.providers_file}")
+            where = shown(self.providers_file, self.facts.state_dir)
+            return send.Failed(f"no provider {entry.provider!r} in {where}")
         if entry.provider not in secrets:
             try:
-                secrets[entry.provider] = provider.resolve(self.providers_file.parent)
+                base = self.providers_file.parent
+                secrets[entry.provider] = provider.resolve(base, self.facts.state_dir)
             except ValueError as exc:
                 secrets[entry.provider] = send.Failed(one_line(str(exc)))
         resolved = secrets[entry.provider]
@@ -265,7 +268,7 @@ class Notifier:
             _what(entry),
             failed.attempts,
             why,
-            self.outbox.root / "failed" / failed.file_name,
+            shown(self.outbox.root / "failed" / failed.file_name, self.facts.state_dir),
         )
 
 
@@ -274,7 +277,7 @@ def _what(entry: Entry) -> str:
     return f"{event.release} {event.previous_state} -> {event.state} ({event.commit[:12]})"
 
 
-def _usable(found: Alerts, providers: dict[str, Provider] | None, path: Path) -> list[Alert]:
+def _usable(found: Alerts, providers: dict[str, Provider] | None, path: str) -> list[Alert]:
     """The Alerts whose provider is defined; each other one is an error line (unless the
     providers file itself is the error, already told)."""
     usable = []

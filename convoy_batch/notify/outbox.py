@@ -36,6 +36,7 @@ from convoy_batch.state.files import (
     read_file,
     real_root,
 )
+from convoy_batch.state.operator_files import without_state_dir
 
 log = logging.getLogger("convoy_batch")
 
@@ -91,7 +92,12 @@ class Outbox:
 
     def __init__(self, state_dir: Path) -> None:
         self.root = Path(state_dir) / OUTBOX_DIR
+        self._given = Path(state_dir)
         self._state = real_root(state_dir)
+
+    def _said(self, text: str) -> str:
+        """A message as it is told: the state directory's path written ``<state>``."""
+        return without_state_dir(without_state_dir(text, self._given), self._state)
 
     # the cursor
 
@@ -99,7 +105,7 @@ class Outbox:
         raw = self._read(self.root / CURSOR_FILE)
         if raw is None:
             return None
-        return parse_model(Cursor, json.loads(raw), str(self.root / CURSOR_FILE))
+        return parse_model(Cursor, json.loads(raw), self._said(str(self.root / CURSOR_FILE)))
 
     def save_cursor(self, cursor: Cursor) -> None:
         self._write(self.root / CURSOR_FILE, cursor.dump(), durable=True)
@@ -128,7 +134,7 @@ class Outbox:
             failed = writer.close()  # every write landed (fsynced), or these failed
         if failed:
             path, exc = failed[0]
-            raise StateFailed(os_problem(path, exc))
+            raise StateFailed(self._said(os_problem(path, exc)))
         return new
 
     def pending(self) -> list[Entry]:
@@ -140,7 +146,7 @@ class Outbox:
             try:
                 raw = self._read(path)
                 if raw is not None:
-                    entries.append(parse_model(Entry, json.loads(raw), str(path)))
+                    entries.append(parse_model(Entry, json.loads(raw), self._said(str(path))))
             except (ValueError, StateFailed) as exc:
                 log.warning("notifications: %s; set aside in %s/", exc, FAILED_DIR)
                 self._set_aside(name)
@@ -165,7 +171,7 @@ class Outbox:
             os.replace(self.root / name, failed / name)
             fsync_dir(self.root)
         except OSError as exc:
-            raise StateFailed(os_problem(failed / name, exc)) from None
+            raise StateFailed(self._said(os_problem(failed / name, exc))) from None
 
     def _names(self) -> list[str]:
         try:
@@ -173,27 +179,30 @@ class Outbox:
         except FileNotFoundError:
             return []
         except OSError as exc:
-            raise StateFailed(os_problem(self.root, exc)) from None
+            raise StateFailed(self._said(os_problem(self.root, exc))) from None
 
     def _known(self, name: str) -> bool:
         return any(os.path.lexists(p) for p in (self.root / name, self.root / FAILED_DIR / name))
 
     def _read(self, path: Path) -> bytes | None:
-        return read_file(path, self._state)
+        try:
+            return read_file(path, self._state)
+        except StateFailed as exc:
+            raise StateFailed(self._said(str(exc))) from None
 
     def _check_folder(self) -> None:
         """StateFailed when ``outbox`` is a file, or a symlink leading out of the state
         directory: nothing is written through it."""
         problem = folder_problem(self.root, self._state)
         if problem is not None:
-            raise StateFailed(problem)
+            raise StateFailed(self._said(problem))
 
     def _write(self, path: Path, data: object, *, durable: bool) -> None:
         self._check_folder()
         try:
             atomic_write(path, _json(data), durable=durable, root=self._state)
         except OSError as exc:
-            raise StateFailed(os_problem(path, exc)) from None
+            raise StateFailed(self._said(os_problem(path, exc))) from None
 
 
 def _json(data: object) -> bytes:

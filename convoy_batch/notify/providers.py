@@ -19,8 +19,11 @@ repository writer never chooses where events go or reads a token.
 
 A URL may be written out or come from the environment or a file; a token only from the
 environment or a file. Neither ever appears in a log line, a status or a commit: errors
-name the provider and the variable or file, never the value. Does file I/O (the file, and
-secrets when they are read).
+name the provider and the variable or file (a file of the state directory as
+``<state>/...``), never the value. A value read is stripped of the white space around it
+and refused when what is left holds a control character (a token: anything but
+printable ASCII), since it would end a header. Does file I/O (the file, and secrets when
+they are read).
 """
 
 import os
@@ -30,7 +33,12 @@ from pathlib import Path
 from pydantic import Field, model_validator
 
 from convoy_batch.models import Model, Name
-from convoy_batch.state.operator_files import operator_path, read_operator_file
+from convoy_batch.state.operator_files import (
+    clean_secret,
+    operator_path,
+    read_operator_file,
+    shown,
+)
 
 FILE_ENV = "CONVOY_PROVIDERS"
 FILE_NAME = "providers.yaml"
@@ -60,21 +68,29 @@ class Secret(Model):
             raise ValueError("give exactly one of env and file")
         return self
 
-    def read(self, base: Path) -> str:
-        """The value; ValueError (naming the variable or file, never the value)."""
+    def read(self, base: Path, state_dir: Path, *, header: bool = False) -> str:
+        """The value; ValueError (naming the variable or file, never the value): not
+        set, empty, or holding a control character (``header``: a character that is not
+        printable ASCII)."""
         if self.env is not None:
-            value = os.environ.get(self.env, "").strip()
-            if not value:
-                raise ValueError(f"environment variable {self.env} is not set")
-            return value
-        path = base / (self.file or "")
+            where = f"environment variable {self.env}"
+            text = os.environ.get(self.env, "")
+            if not text.strip():
+                raise ValueError(f"{where} is not set")
+        else:
+            path = base / (self.file or "")
+            where = shown(path, state_dir)
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not text"
+                raise ValueError(f"{where}: cannot be read ({why})") from None
         try:
-            value = path.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not text"
-            raise ValueError(f"{path}: cannot be read ({why})") from None
+            value = clean_secret(text, header=header)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
         if not value:
-            raise ValueError(f"{path}: empty")
+            raise ValueError(f"{where}: empty")
         return value
 
 
@@ -99,21 +115,22 @@ class Provider(Model):
             raise ValueError(f"{self.type}: url: required")
         return self
 
-    def resolve(self, base: Path) -> tuple[str, str | None]:
-        """(URL, token), read now; ValueError naming the field (not the value)."""
+    def resolve(self, base: Path, state_dir: Path) -> tuple[str, str | None]:
+        """(URL, token), read now; ValueError naming the field (not the value). ``base``:
+        the providers file's folder; ``state_dir``: for messages (``<state>/...``)."""
         try:
-            url = self._url(base)
+            url = self._url(base, state_dir)
         except ValueError as exc:
             raise ValueError(f"url: {exc}") from None
         try:
-            token = self.token.read(base) if self.token is not None else None
+            token = self.token.read(base, state_dir, header=True) if self.token else None
         except ValueError as exc:
             raise ValueError(f"token: {exc}") from None
         return url, token
 
-    def _url(self, base: Path) -> str:
+    def _url(self, base: Path, state_dir: Path) -> str:
         if isinstance(self.url, Secret):
-            return self.url.read(base)
+            return self.url.read(base, state_dir)
         return self.url or GITHUB_API
 
 
@@ -125,8 +142,9 @@ def providers_path(state_dir: Path) -> Path:
     return operator_path(state_dir, FILE_ENV, FILE_NAME)
 
 
-def load_providers(path: Path) -> dict[str, Provider]:
+def load_providers(path: Path, state_dir: Path | None = None) -> dict[str, Provider]:
     """The operator's providers in ``path`` (none without the file); ValueError (one
-    line naming the file and the field) when the file is not valid."""
-    loaded = read_operator_file(path, ProvidersFile)
+    line naming the file, as ``<state>/...`` with ``state_dir``, and the field) when the
+    file is not valid."""
+    loaded = read_operator_file(path, ProvidersFile, state_dir)
     return dict(loaded.providers) if loaded is not None else {}

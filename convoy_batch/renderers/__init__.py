@@ -8,6 +8,12 @@ depends on, :func:`render_inputs`, is found without starting any process, so a R
 whose inputs did not change reloads its stored render and a quiet tick runs nothing.
 A Helm chart from a repository is resolved by :mod:`convoy_batch.renderers.charts`,
 whose index answers without a request while the chart is pinned (or its range fresh).
+
+A render reads the repository at its revision and nothing else of the machine: the
+export holds no symlink, each renderer keeps its paths inside it (Kustomize walks the
+kustomizations it would load first, :mod:`convoy_batch.renderers.kustomize`), and every
+renderer's process runs under the operator's memory and time limits
+(``renderers.yaml``'s ``limits``, :mod:`convoy_batch.renderers.command`).
 """
 
 import tempfile
@@ -123,6 +129,7 @@ def _render(
     spec = release.spec.source.render
     if isinstance(spec, PlainRender):
         return render(sources.fetch(release), release, cluster)
+    limits = command.limits(state_dir)
     charts = _charts(charts, state_dir)
     chart, dependencies = None, []
     if isinstance(spec, HelmRender) and spec.from_repository:
@@ -153,6 +160,7 @@ def _render(
             capabilities=capabilities,
             chart=chart,
             dependencies=tuple(dependencies),
+            limits=limits,
         )
         if isinstance(spec, KustomizeRender):
             files = kustomize.render(job)

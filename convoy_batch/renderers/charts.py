@@ -11,9 +11,14 @@ directory by content. Does I/O: runs helm, reads and writes ``<state>/charts/``.
   the repository is asked again only once the interval has passed.
 
 Credentials come from the operator's ``credentials.yaml`` in the state directory (or the
-file ``$CONVOY_CREDENTIALS`` names), by the name the render gives; they reach helm on
-its stdin or in a config file of a throwaway home, never on a command line, and are
-scrubbed from any message.
+file ``$CONVOY_CREDENTIALS`` names), by the name the render gives, and only for a
+Release file and a repository URL the operator bound them to (``releases:``, ``urls:``;
+checked before anything is looked up or fetched, a chart in git's dependencies too).
+They reach helm on its stdin or in a config file of a throwaway home, never on a command
+line, and are scrubbed from any message; helm is never told ``--pass-credentials``, so
+it sends them to the repository's own host only. A chart fetched with a credential is
+kept apart in the index (its key names the credential): a Release without it never gets
+that chart from the cache.
 """
 
 import base64
@@ -22,31 +27,28 @@ import json
 import re
 import tempfile
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from convoy_batch.errors import RenderFailed, SourceFailed
+from convoy_batch.errors import RenderFailed, SourceFailed, StateFailed
 from convoy_batch.manifests import yamlload
 from convoy_batch.models import HelmRender, Release
 from convoy_batch.renderers import process
 from convoy_batch.repo.source import redact
-from convoy_batch.state.files import atomic_write
-from convoy_batch.state.operator_files import credential, secret_text
+from convoy_batch.state.files import atomic_write, os_problem
+from convoy_batch.state.operator_files import (
+    Auth,
+    allowed_credential,
+    credential_for,
+    without_state_dir,
+)
 from convoy_batch.timefmt import format_time, parse_time
 
 _EXACT = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
 _REPO_NAME = "convoy"
 _TIMEOUT_S = 120.0
-
-
-@dataclass(frozen=True)
-class Login:
-    username: str
-    password: str = field(repr=False)  # never in a traceback's or a log's repr
-
-    def scrub(self, text: str) -> str:
-        return text.replace(self.password, "***") if self.password else text
+FIELD = "spec.source.render.credentials"
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ class ChartResolver:
         return found
 
     def _resolve_once(self, spec: HelmRender, release: Release) -> Chart:
+        self._check_credentials(spec, release)  # before the cache: it holds what they fetched
         key = _key(spec)
         with self._lock:
             if key in self._failed:
@@ -142,7 +145,7 @@ class ChartResolver:
             path = self._path(chart.digest)
             if _digest_of(path) == chart.digest:
                 return path
-            fetched, data = self._pull(spec, chart.version)
+            fetched, data = self._pull(spec, chart.version, release)
             if fetched.digest != chart.digest:
                 raise SourceFailed(
                     f"{_where(spec)}: version {chart.version} is now sha256:{fetched.digest}, "
@@ -160,7 +163,7 @@ class ChartResolver:
         if known and (is_exact(spec.version) or self._within(entry["resolvedAt"], release)):
             return Chart(entry["version"], entry["digest"])
         try:
-            chart, data = self._pull(spec, spec.version)
+            chart, data = self._pull(spec, spec.version, release)
         except SourceFailed as exc:
             self._record(spec, {**entry, "error": str(exc), "triedAt": self._stamp()})
             raise
@@ -182,10 +185,42 @@ class ChartResolver:
     def _stamp(self) -> str:
         return format_time(self._now) if self._now is not None else ""
 
-    def _pull(self, spec: HelmRender, version: str) -> tuple[Chart, bytes]:
+    def _check_credentials(self, spec: HelmRender, release: Release) -> None:
+        """SourceFailed (one line naming the field and the URL) when ``spec`` names a
+        credential that ``release`` may not use, or not for ``spec``'s repository."""
+        if spec.credentials is not None:
+            try:
+                allowed_credential(
+                    self._state_dir, spec.credentials, _field(release), release.file,
+                    spec.repository or "",
+                )  # fmt: skip
+            except ValueError as exc:
+                raise SourceFailed(f"{_where(spec)}: {exc}") from None
+
+    def _login(self, spec: HelmRender, release: Release) -> Auth | None:
+        """The username and password the render's ``credentials`` names, for ``spec``'s
+        repository (SourceFailed, one line naming the field, when they may not be sent
+        there, are not a basicAuth, or cannot be read)."""
+        if spec.credentials is None:
+            return None
+        try:
+            auth = credential_for(
+                self._state_dir, spec.credentials, _field(release), release.file,
+                spec.repository or "",
+            )  # fmt: skip
+        except ValueError as exc:
+            raise SourceFailed(f"{_where(spec)}: {exc}") from None
+        if auth.username is None:
+            raise SourceFailed(
+                f"{_where(spec)}: {_field(release)} {spec.credentials!r}: a chart repository "
+                "takes a basicAuth credential, not a bearerToken"
+            )
+        return auth
+
+    def _pull(self, spec: HelmRender, version: str, release: Release) -> tuple[Chart, bytes]:
         """``helm pull`` of ``spec``'s chart at ``version`` (a range resolves to its
         newest match): the chart and the archive's bytes."""
-        login = _login(spec, self._state_dir)
+        login = self._login(spec, release)
         with tempfile.TemporaryDirectory(prefix="convoy-chart-") as scratch:
             home = Path(scratch)
             env = process.minimal_env(home, _helm_homes(home))
@@ -208,7 +243,17 @@ class ChartResolver:
     def _store(self, data: bytes, digest: str) -> None:
         path = self._path(digest)
         if _digest_of(path) != digest:
+            self._write(path, data)
+
+    def _write(self, path: Path, data: bytes) -> None:
+        """``path`` of the state directory written (StateFailed, one line naming it as
+        ``<state>/...``, when it cannot be)."""
+        try:
             atomic_write(path, data, root=self._state_dir)
+        except OSError as exc:
+            raise StateFailed(without_state_dir(os_problem(path, exc), self._state_dir)) from None
+        except StateFailed as exc:
+            raise StateFailed(without_state_dir(str(exc), self._state_dir)) from None
 
     def _path(self, digest: str) -> Path:
         return self._folder / f"sha256-{digest}.tgz"
@@ -228,7 +273,7 @@ class ChartResolver:
         if version:
             index[_key(spec, version)] = entry
         text = json.dumps(index, indent=1, sort_keys=True).encode()
-        atomic_write(self._folder / "index.json", text, root=self._state_dir)
+        self._write(self._folder / "index.json", text)
 
 
 @dataclass(frozen=True)
@@ -269,7 +314,19 @@ def _spec(release: Release) -> HelmRender:
 
 
 def _key(spec: HelmRender, version: str | None = None) -> str:
-    return json.dumps([spec.repository, spec.chart, version or spec.version])
+    """The index's key: what a chart was asked as, and the credential it was fetched
+    with (none: the key it had before credentials were bound)."""
+    key = [spec.repository, spec.chart, version or spec.version]
+    return json.dumps(key if spec.credentials is None else [*key, spec.credentials])
+
+
+def _field(release: Release) -> str:
+    """The field that names a credential: the render's, for its chart or for a
+    dependency of its chart in git."""
+    render = release.spec.source.render
+    if isinstance(render, HelmRender) and render.from_repository:
+        return FIELD
+    return f"{FIELD} (for a dependency in Chart.yaml)"
 
 
 def _where(spec: HelmRender) -> str:
@@ -299,7 +356,7 @@ def _helm_homes(home: Path) -> dict[str, str]:
 
 
 def _reference(
-    spec: HelmRender, home: Path, env: dict[str, str], login: Login | None, tool: str
+    spec: HelmRender, home: Path, env: dict[str, str], login: Auth | None, tool: str
 ) -> list[str]:
     """What ``helm pull`` is given to find the chart. An OCI registry's login is written
     in the throwaway home's registry config; an HTTP repository is added under a name of
@@ -311,14 +368,14 @@ def _reference(
         return [f"{spec.repository.rstrip('/')}/{spec.chart}"]
     argv = [tool, "repo", "add", _REPO_NAME, spec.repository]
     stdin = b""
-    if login is not None:
-        argv += ["--username", login.username, "--password-stdin"]
+    if login is not None:  # never --pass-credentials: only the repository's host gets them
+        argv += ["--username", login.username or "", "--password-stdin"]
         stdin = login.password.encode()
     _run(spec, login, "helm repo add", argv, home, env, stdin)
     return [f"{_REPO_NAME}/{spec.chart}"]
 
 
-def _write_registry_login(repository: str, home: Path, login: Login) -> None:
+def _write_registry_login(repository: str, home: Path, login: Auth) -> None:
     host = repository.removeprefix("oci://").split("/", 1)[0]
     token = base64.b64encode(f"{login.username}:{login.password}".encode()).decode()
     config = home / "config" / "registry" / "config.json"
@@ -328,7 +385,7 @@ def _write_registry_login(repository: str, home: Path, login: Login) -> None:
 
 def _run(
     spec: HelmRender,
-    login: Login | None,
+    login: Auth | None,
     label: str,
     argv: list[str],
     home: Path,
@@ -349,18 +406,3 @@ def _version_of(chart_yaml: str, spec: HelmRender) -> str:
     if not isinstance(version, str) or not version:
         raise SourceFailed(f"{_where(spec)}: the pulled chart has no version")
     return version
-
-
-def _login(spec: HelmRender, state_dir: Path) -> Login | None:
-    """The username and password the render's ``credentials`` names (SourceFailed, one
-    line naming the file, when it is not there or cannot be read)."""
-    if spec.credentials is None:
-        return None
-    try:
-        path, entry = credential(state_dir, spec.credentials, "render.credentials")
-        auth = entry.basic_auth
-        if auth is None:
-            raise ValueError(f"render.credentials {spec.credentials!r}: no basicAuth in {path}")
-        return Login(secret_text(path, auth.username_file), secret_text(path, auth.password_file))
-    except ValueError as exc:
-        raise SourceFailed(str(exc)) from None

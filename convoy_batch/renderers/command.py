@@ -9,6 +9,12 @@ of a fresh export, with a minimal environment (``CONVOY_RELEASE``, ``CONVOY_CLUS
 ``CONVOY_NAMESPACE``, ``CONVOY_REVISION``, ``CONVOY_VAR_<NAME>`` and the definition's
 ``env``), a time-out and an output limit; its stdout is the YAML stream.
 
+The same file sets the ``limits`` of every renderer's process (Helm, Kustomize, the
+Jsonnet child, Command renderers): its memory (RLIMIT_DATA; a quantity such as ``1Gi``,
+``512Mi``, ``2G`` or a number of bytes) and its time-out, 1 GiB and 60 s unless set. A
+Command renderer's own ``timeout`` wins for it.
+
+    limits: {memory: 1Gi, timeout: 60s}
     renderers:
       cdk8s:
         command: [npx, cdk8s, synth, --stdout]
@@ -18,29 +24,62 @@ of a fresh export, with a minimal environment (``CONVOY_RELEASE``, ``CONVOY_CLUS
 import hashlib
 import json
 import re
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field, PlainSerializer, field_validator
 
 from convoy_batch.errors import RenderFailed
 from convoy_batch.models import CommandRender, Duration, Model
 from convoy_batch.renderers import process
 from convoy_batch.renderers.job import Job
 from convoy_batch.repo.source import SourceFile
-from convoy_batch.state.operator_files import operator_path, read_operator_file
+from convoy_batch.state.operator_files import operator_path, read_operator_file, shown
 
 FILE_ENV = "CONVOY_RENDERERS"
 FILE_NAME = "renderers.yaml"
 
+_QUANTITY = re.compile(r"^([0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T)?$")
+_UNITS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_UNITS |= {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def parse_memory(value: object) -> int:
+    """Bytes of a Kubernetes-style quantity: ``512Mi``, ``1Gi``, ``2G``, ``1000000``."""
+    match = _QUANTITY.match(str(value).strip()) if isinstance(value, str | int) else None
+    if isinstance(value, bool) or match is None or int(match.group(1)) == 0:
+        raise ValueError(f"not a memory size: {value!r} (use a quantity such as 512Mi or 1Gi)")
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+Memory = Annotated[int, BeforeValidator(parse_memory), PlainSerializer(str, return_type=str)]
+
+
+class Limits(Model):
+    """``limits``: what one renderer process may take."""
+
+    memory: Memory = process.DEFAULT_MEMORY
+    timeout: Duration = timedelta(seconds=process.DEFAULT_TIMEOUT_S)
+
+    @field_validator("timeout")
+    @classmethod
+    def _some_time(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("a time-out of 0 would stop every render: give one above 0s")
+        return value
+
 
 class Definition(Model):
     command: tuple[str, ...] = Field(min_length=1)
-    timeout: Duration = timedelta(seconds=process.DEFAULT_TIMEOUT_S)
+    timeout: Duration | None = None
+    """Unset: ``limits.timeout``."""
     env: dict[str, str] = Field(default_factory=dict)
 
 
 class RenderersFile(Model):
+    limits: Limits = Field(default_factory=Limits)
     renderers: dict[str, Definition] = Field(default_factory=dict)
 
 
@@ -54,7 +93,22 @@ def _definitions(state_dir: Path) -> tuple[Path, RenderersFile | None]:
     try:
         return path, read_operator_file(path, RenderersFile)
     except ValueError as exc:
-        raise RenderFailed(f"Command renderers: {exc}") from None
+        message = str(exc).replace(str(path), shown(path, state_dir))
+        raise RenderFailed(f"Renderers: {message}") from None
+
+
+def limits(state_dir: Path) -> process.Limits:
+    """The operator's ``limits`` (the defaults without a file or a ``limits``), each
+    named in a message by the file's name and the field (RenderFailed, one line: the
+    file cannot be read)."""
+    path, file = _definitions(state_dir)
+    mine = file.limits if file is not None else Limits()
+    return process.Limits(
+        memory=mine.memory,
+        timeout=mine.timeout.total_seconds(),
+        memory_from=f"{path.name} limits.memory",
+        timeout_from=f"{path.name} limits.timeout",
+    )
 
 
 def _definition(spec: CommandRender, state_dir: Path) -> Definition:
@@ -63,8 +117,8 @@ def _definition(spec: CommandRender, state_dir: Path) -> Definition:
     if definition is None:
         where = "no such file" if file is None else "not defined there"
         raise RenderFailed(
-            f"Command renderer {spec.name!r}: unknown ({where}: {path}); an operator "
-            f"defines renderers in the state directory's {FILE_NAME} or ${FILE_ENV}"
+            f"Command renderer {spec.name!r}: unknown ({where}: {shown(path, state_dir)}); "
+            f"an operator defines renderers in the state directory's {FILE_NAME} or ${FILE_ENV}"
         )
     return definition
 
@@ -98,11 +152,15 @@ def render(spec: CommandRender, job: Job) -> list[SourceFile]:
         **{env_name(name): value for name, value in job.variables.items()},
         **definition.env,
     }
+    limits = job.limits
+    if definition.timeout is not None:
+        where = f"{definitions_path(job.state_dir).name} renderers.{spec.name}.timeout"
+        limits = replace(limits, timeout=definition.timeout.total_seconds(), timeout_from=where)
     text = process.run(
         f"Command renderer {spec.name!r}",
         [*definition.command, *spec.args],
         job.source_dir,
         process.minimal_env(job.home, env),
-        timeout=definition.timeout.total_seconds(),
+        limits=limits,
     )
     return [SourceFile(f"{job.path or '.'} (renderer {spec.name})", text)]

@@ -4,14 +4,22 @@ from a repository (:mod:`convoy_batch.renderers.charts`), helm on PATH, with the
 ``values``, the release name (default the Release's) and namespace, and the chart's
 CRDs; on a Kubernetes Cluster, the server's version and API versions (as Argo CD passes
 them). Helm's hooks are read as convoy-batch hooks by :mod:`convoy_batch.manifests.annotations`.
+
+A chart in git reads the repository only: each values file resolves inside it (links
+resolved), and a ``file://`` dependency of its ``Chart.yaml`` that would lead out of it
+is refused before helm runs (helm itself reads only the chart's ``charts/``, but a
+dependency is the chart's to name, not a way out). The export holds no symlink, so
+``.Files`` sees the chart's own files.
 """
 
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from convoy_batch.deployers.base import Capabilities
 from convoy_batch.errors import RenderFailed
+from convoy_batch.manifests import yamlload
 from convoy_batch.models import HelmRender
 from convoy_batch.renderers import process
 from convoy_batch.renderers.job import Job
@@ -44,6 +52,8 @@ def render(spec: HelmRender, job: Job) -> list[SourceFile]:
     if tool is None:
         raise RenderFailed(_MISSING)
     release = job.release
+    if job.chart is None:
+        _check_local_dependencies(job)
     chart = str(job.chart) if job.chart is not None else job.path or "."
     if job.dependencies:
         chart = str(_with_dependencies(job))
@@ -59,12 +69,49 @@ def render(spec: HelmRender, job: Job) -> list[SourceFile]:
         inline = job.home / "values.json"
         inline.write_text(json.dumps(spec.values))
         argv += ["--values", str(inline)]
-    env = {"HELM_CACHE_HOME": str(job.home / "cache"), "HELM_CONFIG_HOME": str(job.home)}
-    env["HELM_DATA_HOME"] = str(job.home / "data")
+    homes = {"HELM_CACHE_HOME": str(job.home / "cache"), "HELM_CONFIG_HOME": str(job.home)}
+    homes["HELM_DATA_HOME"] = str(job.home / "data")
     shown = f"{spec.chart} {spec.version}" if job.chart is not None else job.path or "."
     label = f"Helm (helm template {shown})"
-    text = process.run(label, argv, job.root, process.minimal_env(job.home, env))
+    env = process.minimal_env(job.home, homes)
+    text = process.run(label, argv, job.root, env, limits=job.limits)
     return [SourceFile(f"{shown} (helm template)", text)]
+
+
+_CHART_FILES = ("Chart.yaml", "requirements.yaml")
+"""Where a chart names its dependencies (``requirements.yaml``: a chart of apiVersion v1)."""
+
+
+def _check_local_dependencies(job: Job) -> None:
+    """RenderFailed, one line naming the file, the dependency and its ``repository``
+    as written: a ``file://`` dependency of the chart in git resolves outside the
+    repository. A file that does not parse is left to helm's message."""
+    for name in _CHART_FILES:
+        path = job.source_dir / name
+        for index, repository in _file_repositories(path):
+            target = job.source_dir / repository[len("file://") :]
+            if not job.contains(target):
+                where = (Path(job.path) / name).as_posix()
+                raise RenderFailed(
+                    f"Helm: {where}: dependencies[{index}].repository "
+                    f"{job.masked(repository)!r}: leaves the repository"
+                )
+
+
+def _file_repositories(path: Path) -> list[tuple[int, str]]:
+    """(index, repository) of each ``file://`` dependency listed in ``path``."""
+    try:
+        docs = yamlload.documents(path.read_text(encoding="utf-8"), path.name)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return []
+    data: Any = docs[0].value if docs else None
+    listed = data.get("dependencies") if isinstance(data, dict) else None
+    found = []
+    for index, dep in enumerate(listed if isinstance(listed, list) else ()):
+        repository = dep.get("repository") if isinstance(dep, dict) else None
+        if isinstance(repository, str) and repository.lower().startswith("file://"):
+            found.append((index, repository))
+    return found
 
 
 def _with_dependencies(job: Job) -> Path:

@@ -1,6 +1,7 @@
 """Jsonnet: the ``jsonnet`` Python binding (the reference C++ implementation, with
-wheels on PyPI), run in a child Python process for a time-out and a memory of its own.
-Reads the export (the file listing) and starts one child per render.
+wheels on PyPI), run in a child Python process for a time-out and a memory of its own
+(the operator's ``limits``). Reads the export (the file listing) and starts one child
+per render.
 
 Every variable (built-ins, Cluster vars, Release vars) is an external variable:
 ``std.extVar("namespace")``. Imports resolve next to the importing file, then in the
@@ -62,6 +63,7 @@ def render(spec: JsonnetRender, job: Job) -> list[SourceFile]:
         [sys.executable, "-I", str(_EVAL)],
         job.root,
         process.minimal_env(job.home),
+        limits=job.limits,
         stdin=json.dumps(request).encode(),
     )
     found = []

@@ -4,7 +4,9 @@ branch's HEAD commit, never from the working tree. Does I/O (reads git objects).
 A broken file never stops the others: each Release file gives a :class:`ReleaseEntry`
 holding either the Release or a one-line error naming the file and the field. A
 ReleaseSet file (``kind: ReleaseSet``, README "ReleaseSets") gives one entry per member
-(:mod:`convoy_batch.rollout.releaseset`), listed at the set's path.
+(:mod:`convoy_batch.rollout.releaseset`), listed at the set's path. Each Release read
+knows its file (``Release.file``; a member, its set's): what the operator's keys and
+credentials name as the Releases that may use them.
 """
 
 import hashlib
@@ -423,10 +425,10 @@ def _members(
                 line = f"{item.path}: member {member.name} refused: {holder} has that name"
                 refusals.append(line)
                 continue
+            release = None if member.release is None else member.release.read_from(item.path)
             releases[member.name] = ReleaseEntry(
-                member.name, item.path, _member_blob(item.blob, member), member.release,
-                member.error,
-            )  # fmt: skip
+                member.name, item.path, _member_blob(item.blob, member), release, member.error
+            )
             kept.append(member.name)
         sets[release_set.name] = SetEntry(
             item.path, release_set, tuple(kept), generation.failed, tuple(refusals)
@@ -603,6 +605,8 @@ def _load_file(
     if parsed.metadata.name != stem:  # type: ignore[attr-defined]
         error = f"{path}: metadata.name: {name!r} does not match the file name {stem!r}"
         return Loaded(name, path, blob.hexsha, None, error)
+    if isinstance(parsed, Release):  # what the operator's keys and credentials are bound to
+        parsed = parsed.read_from(path)
     return Loaded(name, path, blob.hexsha, parsed, None)
 
 

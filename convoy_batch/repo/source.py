@@ -17,6 +17,10 @@ Decided where the spec is silent:
   diff touches a file under ``source.path``; a merge counts through the commits it
   brings in, as ``git log -- path`` shows them.
 - A relative local ``url`` is relative to the GitOps repository's directory.
+- A local ``url`` (a path, or a ``file:`` URL as git reads it) that resolves, links
+  resolved, inside the state directory is refused (SourceFailed) before anything is
+  fetched: the source cache there holds other Releases' remotes. Local repositories
+  elsewhere are sources as any other.
 """
 
 import bisect
@@ -30,6 +34,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import urllib.parse
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,6 +49,7 @@ from convoy_batch.models import Release
 from convoy_batch.repo.gitops import GitOpsRepo
 from convoy_batch.state.files import atomic_write
 from convoy_batch.state.locks import LockBusy, Locks
+from convoy_batch.state.operator_files import shown, without_state_dir
 
 SOURCE_SUFFIXES = (".yaml", ".yml", ".json")
 REMOTE_HEAD = "refs/convoy/remote-head"
@@ -96,6 +102,7 @@ class SourceResolver:
 
     def __init__(self, gitops: GitOpsRepo, state_dir: Path, head: git.Commit | None = None) -> None:
         self._gitops = gitops
+        self._state_dir = Path(state_dir)
         self._cache_dir = Path(state_dir) / "sources"
         self._locks = Locks(state_dir)
         # ``head``: the commit an unset url and ref mean (``diff --revision``), else HEAD's
@@ -269,6 +276,7 @@ class SourceResolver:
         """Fetch every branch, tag and the remote HEAD into the cached bare clone."""
         if url.startswith("-"):
             raise SourceFailed(f"source.url {redact(url)!r}: not a repository URL or path")
+        self._refuse_the_state_directory(url)
         digest = hashlib.sha256(url.encode()).hexdigest()[:16]
         directory = self._cache_dir / digest
         try:
@@ -280,11 +288,37 @@ class SourceResolver:
                         self._fetch_url(url), *_FETCH_REFSPECS,
                     )  # fmt: skip
         except git.GitCommandError as exc:
-            error = redact(_git_error(exc))
+            error = without_state_dir(redact(_git_error(exc)), self._state_dir)
             raise SourceFailed(f"source.url {redact(url)!r}: fetch failed: {error}") from None
         except LockBusy:
             raise SourceFailed(f"source.url {redact(url)!r}: the source cache is locked") from None
         return repo
+
+    def _refuse_the_state_directory(self, url: str) -> None:
+        """SourceFailed naming ``spec.source.url`` when the local repository ``url``
+        names lies in the state directory, its links resolved (the message names it as
+        ``<state>/...``, never the state directory's path)."""
+        state = os.path.realpath(self._state_dir)
+        for path in self._local_paths(url):
+            real = os.path.realpath(path)
+            if real == state or real.startswith(state + os.sep):
+                raise SourceFailed(
+                    f"spec.source.url {shown(real, Path(state))!r}: a repository inside the "
+                    "state directory is never a source"
+                )
+
+    def _local_paths(self, url: str) -> list[str]:
+        """Where git reads the repository of ``url`` when it is on this machine: a path
+        (relative to the GitOps repository), or a ``file://`` URL, whose host git drops,
+        percent-escapes decoded (as git decodes them) or not; none for a remote."""
+        if not _REMOTE_URL.match(url):
+            return [self._fetch_url(url)]
+        paths = []
+        for text in {url, urllib.parse.unquote(url)}:
+            if text[:7].lower() == "file://":
+                rest = text[7:]
+                paths.append(rest[rest.index("/") :] if "/" in rest else "/")
+        return paths
 
     def _fetch_url(self, url: str) -> str:
         if _REMOTE_URL.match(url):

@@ -1,6 +1,7 @@
 """The scenario harness of ``tests/scenario.py`` with a Kubernetes Cluster: the GitOps
 repository's Cluster points at the session's real API server. Each test uses its own
-Release names, so its own namespaces, on the shared server."""
+Release names, so its own namespaces, on the shared server. The operator's
+``kubeconfigs.yaml`` allows the server's folder and :attr:`KubeScenario.operator`."""
 
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,10 @@ class KubeScenario(Scenario):
     def __init__(self, kube: KubeEnv, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         super().__init__(tmp_path, capsys)
         self.kube = kube
+        self.operator = tmp_path / "operator"
+        """Where a test places kubeconfigs of its own (the operator's: outside the repository)."""
+        self.operator.mkdir()
+        self.allow_kubeconfigs(kube.folder, self.operator)
         self.commit({"clusters/staging.yaml": kube_cluster(kube.kubeconfig)}, "kubernetes cluster")
 
     def app(self, name: str = "web", *, own_namespace: bool = True, **kwargs: Any) -> str:

@@ -47,8 +47,8 @@ def test_a_failing_exec_plugin_is_cluster_unavailable_in_one_line_naming_the_kub
 ) -> None:
     s = kscenario
     name, script, named = how
-    command = plugin(s.root.parent, script) if script else str(s.root.parent / "no-such-plugin")
-    kubeconfig = exec_kubeconfig(s.kube, s.root.parent, command)
+    command = plugin(s.operator, script) if script else str(s.operator / "no-such-plugin")
+    kubeconfig = exec_kubeconfig(s.kube, s.operator, command)
     s.commit({"clusters/staging.yaml": kube_cluster(kubeconfig)})
     s.app(name)
 
@@ -72,8 +72,8 @@ def test_an_exec_plugin_that_prints_a_credential_is_used(kscenario: KubeScenario
     s = kscenario
     token = (s.kube.folder / "token").read_text().strip()
     credential = {"apiVersion": EXEC_API, "kind": "ExecCredential", "status": {"token": token}}
-    command = plugin(s.root.parent, f"cat <<'EOF'\n{json.dumps(credential)}\nEOF\n")
-    kubeconfig = exec_kubeconfig(s.kube, s.root.parent, command)
+    command = plugin(s.operator, f"cat <<'EOF'\n{json.dumps(credential)}\nEOF\n")
+    kubeconfig = exec_kubeconfig(s.kube, s.operator, command)
     assert token not in kubeconfig.read_text()
     s.commit({"clusters/staging.yaml": kube_cluster(kubeconfig)})
     s.app("execok")

@@ -264,7 +264,7 @@ def closed_port_kubeconfig(s: KubeScenario) -> Path:
     config = yaml.safe_load(s.kube.kubeconfig.read_text())
     for cluster in config["clusters"]:
         cluster["cluster"]["server"] = f"https://127.0.0.1:{port}"
-    path = s.root.parent / "kubeconfig-closed"
+    path = s.operator / "kubeconfig-closed"
     path.write_text(yaml.safe_dump(config))
     return path
 

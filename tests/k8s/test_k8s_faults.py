@@ -74,7 +74,7 @@ class Story:
 
 
 def story(s: KubeScenario, proxy: FaultProxy, case: str, proxied: int = 2) -> Story:
-    kubeconfig = proxy_kubeconfig(s.kube.kubeconfig, proxy, s.root.parent / "kubeconfig-proxy")
+    kubeconfig = proxy_kubeconfig(s.kube.kubeconfig, proxy, s.operator / "kubeconfig-proxy")
     direct = kube_cluster(s.kube.kubeconfig).replace("name: staging", "name: direct")
     s.commit(
         {"clusters/staging.yaml": kube_cluster(kubeconfig), "clusters/direct.yaml": direct},

@@ -29,7 +29,9 @@ def test_an_encrypted_secret_is_applied_decrypted_and_a_quiet_tick_writes_nothin
 ) -> None:
     s, name = kscenario, "sopsweb"
     recipient = age_key(s.state, "ops.agekey")
-    (s.state / "keys.yaml").write_text("keys:\n  ops:\n    age: {file: ops.agekey}\n")
+    (s.state / "keys.yaml").write_text(
+        f"keys:\n  ops:\n    age: {{file: ops.agekey}}\n    releases: [releases/{name}.yaml]\n"
+    )
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     s.commit(

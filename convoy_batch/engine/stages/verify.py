@@ -94,7 +94,7 @@ def _context(tick: Tick, release: Release, status: ReleaseStatus, ref: str) -> C
     records = [r for r in (status.last_successful, *status.history) if r is not None]
     revision = next((r.revision for r in records if r.render_ref == ref and r.revision), "")
     variables.update(revision=revision, renderRef=ref)
-    return Context(variables, tick.stores.state_dir)
+    return Context(variables, tick.stores.state_dir, release.file, release.name)
 
 
 def _job(
