@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 import convoy_batch
-from convoy_batch.deployers.targets import WRITTEN
+from convoy_batch.deployers.targets import TEMPORARY_PREFIXES, WRITTEN
 from convoy_batch.engine.tick import default_state_dir
 from tests.scenario import Result, Scenario, release_yaml
 from tests.tenant import nowhere, refused, synced
@@ -300,6 +300,18 @@ def test_no_kubeconfig_is_read_from_a_temporary_folder_of_convoy_batch(
     line = refusal(t, result)
     assert line.startswith(kubeconfig_line(written, "lies in a temporary folder of convoy-batch; "))
     assert_harmless(t, result)
+
+
+def test_every_temporary_folder_of_convoy_batch_is_one_no_kubeconfig_is_read_from() -> None:
+    package = Path(convoy_batch.__file__).parent
+    made = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.keyword) and node.arg == "prefix":
+                value = node.value
+                if isinstance(value, ast.Constant) and str(value.value).startswith("convoy-"):
+                    made.add(value.value)
+    assert made == set(TEMPORARY_PREFIXES)
 
 
 @pytest.mark.parametrize(

@@ -71,9 +71,10 @@ WRITTEN = (
 )
 """What convoy-batch writes in the state directory (tests/test_tenant_clusters.py checks
 that a tick writes nothing else), by name: no kubeconfig is ever read from any of them."""
-TEMPORARY_PREFIX = "convoy-"
-"""The folders convoy-batch makes in the system's temporary folder (renders, charts,
-SOPS homes, exported sources) start so."""
+TEMPORARY_PREFIXES = ("convoy-exports-", "convoy-render-", "convoy-chart-", "convoy-sops-")
+"""How the folders convoy-batch makes in the system's temporary folder begin (exported
+sources, a render's scratch, a chart's, a SOPS home): every ``prefix=`` of the package's
+temporary folders (tests/test_tenant_clusters.py checks the list is whole)."""
 
 HOW = (
     "a named kubeconfig must be one the operator placed: in the state directory (named "
@@ -235,7 +236,7 @@ class Targets:
         temporary = _within(form, _forms(tempfile.gettempdir()))
         if temporary is None or form == temporary:
             return None
-        if form.relative_to(temporary).parts[0].startswith(TEMPORARY_PREFIX):
+        if form.relative_to(temporary).parts[0].startswith(TEMPORARY_PREFIXES):
             return "lies in a temporary folder of convoy-batch"
         return None
 
