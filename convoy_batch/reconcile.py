@@ -6,8 +6,13 @@ record a killed tick left is completed first (:func:`complete_intent`), then
 and the tick record. ``reconcile`` reads as the seed's five steps (``stage_render``, plan,
 ``apply_last_healthy``, ``stage_gates``, ``stage_sync``), split where deciding ends:
 :func:`decide` changes nothing (the ``plan`` command calls it alone), :func:`act` carries
-the decision out, its write-ahead record written right before the cluster changes. Typed
-errors of the I/O edges become outcomes through ``engine.stages.outcome.failed``.
+the decision out: decide, write, then act. The decided render goes to the render store
+first, whether or not it is then applied (a gate, a failed dry run or an unreachable
+cluster stops it, and its status names it all the same), and is durable before the
+write-ahead record (right before the cluster changes) and before the status is queued
+for its commit; a render that cannot be stored is the Release's StateFailed, and its
+status then names no render the store lacks (``engine.stages.outcome.not_stored``).
+Typed errors of the I/O edges become outcomes through ``engine.stages.outcome.failed``.
 
 Does I/O through the tick's stores and deployers.
 """
@@ -27,9 +32,9 @@ from convoy_batch.engine.stages.act import BeforeChange, Writes, carry_out, no_r
 from convoy_batch.engine.stages.drift import rules_of
 from convoy_batch.engine.stages.gates import stage_gates, windows_of
 from convoy_batch.engine.stages.last_healthy import apply_last_healthy, expected_rollback
-from convoy_batch.engine.stages.outcome import failed
+from convoy_batch.engine.stages.outcome import failed, not_stored
 from convoy_batch.engine.stages.render import stage_render
-from convoy_batch.engine.stages.sync import decide_sync, persist, stage_sync
+from convoy_batch.engine.stages.sync import decide_sync, dry_run, stage_sync
 from convoy_batch.engine.stages.verify import take_measurements, verified
 from convoy_batch.engine.tick import Tick
 from convoy_batch.errors import (
@@ -121,8 +126,8 @@ class Decision:
     """None when the render failed."""
     render: Render | None = None
     deployer: Deployer | None = None
-    persist: bool = False
-    """Dry run and persist R first (``stage_sync``)."""
+    dry_run: bool = False
+    """Dry run R first (``stage_sync``)."""
     then: Step | RollBack | None = None
     """R's step, or a rollback to the last healthy render; None: nothing to carry out."""
 
@@ -178,7 +183,7 @@ def decide(
             forced = f"forced past the sync window ({windows.labels()})"
             message = f"{expected.message}; {forced}".lstrip("; ")
             expected = replace(expected, message=message, note=f"Forced sync: {forced}.")
-        return Decision(expected, plan, render, deployer, persist=True, then=sync.then)
+        return Decision(expected, plan, render, deployer, dry_run=True, then=sync.then)
     except ConvoyError as exc:
         return Decision(failed(exc, rollout=plan.rollout, render=rid), plan, render)
 
@@ -204,16 +209,21 @@ def act(
     decision: Decision,
     writes: Writes,
 ) -> tuple[Outcome, ReleaseInventory]:
-    """Carry out ``decision``: persist R, then R's step or the rollback, writing on the
-    way what ``writes`` says (the write-ahead record first)."""
+    """Carry out ``decision``: store R, dry run it, then R's step or the rollback, writing
+    on the way what ``writes`` says (the write-ahead record first)."""
     plan, render, deployer, then = decision.plan, decision.render, decision.deployer, decision.then
+    if render is not None:
+        try:
+            store_render(tick, render, durable=isinstance(then, RollBack))
+        except StateFailed as exc:
+            return not_stored(exc, decision.outcome, render.ref, acted=False), inventory
     if plan is None or render is None or deployer is None or then is None:
         return decision.outcome, inventory
     try:
         # Decrypted in memory here, right before the deployer sees it; stored encrypted.
         render = unseal(render, release, tick.stores.state_dir)
-        if decision.persist:
-            persist(tick, release, render, deployer, inventory)
+        if decision.dry_run:
+            dry_run(tick, release, render, deployer, inventory)
         if isinstance(then, RollBack):
             return apply_last_healthy(
                 tick, release, status, deployer, inventory, then, writes, render
@@ -224,6 +234,17 @@ def act(
     except ConvoyError as exc:
         rid = RenderId(ref=render.ref, revision=render.revision)
         return failed(exc, rollout=plan.rollout, render=rid), inventory
+
+
+def store_render(tick: Tick, render: Render, *, durable: bool) -> None:
+    """R's blob to the render store, before anything of the decision is carried out: a
+    status names R whether or not it is applied. The write lands in the background (the
+    step waits for it before its write-ahead record, the Release before its status);
+    ``durable``: wait for it now (a rollback's record names R, and it sends no R to wait
+    behind). StateFailed when the store cannot hold it."""
+    tick.stores.renders.put(render.ref, render.canonical)
+    if durable:
+        tick.stores.renders.settle(render.ref)
 
 
 def reconcile(
@@ -317,8 +338,8 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
         tick, release, status, inventory, force_at is not None, write_ahead
     )
     tick.note_inventory(new_inventory)
+    outcome = settle_render(tick, release.name, outcome)
     try:
-        settle_render(tick, release.name)
         tick.save_inventory(release.name)
     except StateFailed as exc:
         outcome = failed(
@@ -351,13 +372,18 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
     return handled
 
 
-def settle_render(tick: Tick, name: str) -> None:
-    """The render this tick made for ``name`` is durable before its status names it
-    (its write may still be in the background when no step changed the cluster);
-    StateFailed when it cannot be stored."""
+def settle_render(tick: Tick, name: str, outcome: Outcome) -> Outcome:
+    """``outcome``, once the render this tick made for ``name`` is durable, before the
+    status names it (its write may still be in the background when no step changed the
+    cluster); when it cannot be stored, the StateFailed outcome that names it nowhere."""
     rendered = tick.rendered.get(name)
-    if rendered is not None:
+    if rendered is None:
+        return outcome
+    try:
         tick.stores.renders.settle(rendered.render.ref)
+    except StateFailed as exc:
+        return not_stored(exc, outcome, rendered.render.ref)
+    return outcome
 
 
 def complete_intent(tick: Tick, release: Release, intent: Intent) -> None:

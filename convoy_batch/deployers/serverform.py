@@ -19,15 +19,25 @@ The cache (:class:`ServerForms`):
 - key: ``k8s:<group>/<kind>/<namespace>/<name>``, the object on its Cluster (the
   directory deployer's keys are file paths, so the two never meet);
 - signature: a digest of the manifest as sent (``with_defaults``, convoy-batch's label and
-  ``convoy.dev/render`` annotation stamped);
+  ``convoy.dev/render`` annotation stamped), as JSON with sorted keys: the same for every
+  render of the same manifest, whatever order its mappings' keys come in (a fresh Helm
+  render and the render store's copy of it order them differently) and whatever else a
+  commit changes (the revision, the status commit: neither is in the manifest);
 - data: a digest of the projection of the server's last answer to that manifest (dry run
-  or apply) on the manifest's paths. Digests only: no value of the object (a Secret's
-  ``data``) is ever written to the file.
-- invariant: applying a manifest again to an object whose projection on the manifest's
-  paths equals that of the server's answer to the same manifest changes nothing (a
-  server-side apply of the same configuration by the same manager is idempotent), so
-  such an object is settled. A lost or stale entry costs one dry run, never a wrong
-  decision: the entry is only trusted when the signature and the live projection match.
+  or apply) on the manifest's paths, as a mapping from each path to its leaf
+  (:func:`form_digest`), so that it too does not depend on the order of the manifest's
+  keys. Digests only: no value of the object (a Secret's ``data``) is ever written to
+  the file.
+- invariant: an entry is only ever the server's answer to exactly the manifest its
+  signature names, and is compared with a live object over that manifest's paths alone,
+  each by its path: two manifests with the same signature have the same paths, so the
+  entry is right for every render that sends the same object, and an unrelated commit
+  (the same render) finds it. Applying a manifest again to an object whose projection
+  on the manifest's paths equals that of the server's answer to the same manifest
+  changes nothing (a server-side apply of the same configuration by the same manager
+  is idempotent), so such an object is settled. A lost or stale entry costs one dry
+  run, never a wrong decision: the entry is only trusted when the signature and the
+  live projection match.
 """
 
 import hashlib
@@ -83,8 +93,20 @@ _ABSENT = object()
 
 
 def digest(value: Any) -> str:
+    """A digest of JSON data, its mappings' keys in sorted order (lists keep theirs)."""
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def form_digest(obj: Any, manifest: Any) -> str:
+    """The digest of ``obj``'s projection on ``manifest`` (:func:`project`) taken leaf by
+    path, not in the manifest's order: the same for every order of the manifest's keys.
+    A path is keyed by its JSON text, which tells a list index from a key."""
+    leaves = {
+        json.dumps(path, ensure_ascii=False): [kind, value]
+        for kind, path, value in project(obj, manifest)
+    }
+    return digest(leaves)
 
 
 def comparable(sent: Manifest, live: Manifest | None) -> bool:
@@ -127,7 +149,7 @@ class ServerForms:
         """Keep the server's answer to ``sent`` (its digest on the manifest's paths)."""
         if self._cache is None or is_hook(sent) or create_only(sent):
             return
-        data = digest(project(answer, managed(sent)))
+        data = form_digest(answer, managed(sent))
         with self._lock:
             self._cache.put(_key(sent), digest(sent), data)
 
@@ -137,7 +159,7 @@ class ServerForms:
             return False
         with self._lock:
             data = self._cache.get(_key(sent), digest(sent))
-        return data is not None and data == digest(project(live, managed(sent)))
+        return data is not None and data == form_digest(live, managed(sent))
 
 
 def _key(sent: Manifest) -> str:

@@ -40,6 +40,7 @@ from convoy_batch.rollout import Outcome
 from convoy_batch.rollout.depends import in_order
 from convoy_batch.rollout.retire import (
     ALLOW_DELETE_TRAILER,
+    WAITING,
     Allowed,
     Fate,
     Gone,
@@ -262,10 +263,8 @@ def _carry_out(tick: Tick, decided: Decided) -> Handled | str:
         inventory = tick.inventory(name)
     except StateFailed as exc:
         return _waiting(tick, name, Reason.DELETION_PENDING, str(exc))
-    if decided.fate in (Fate.PENDING, Fate.BLOCKED):
-        pending = decided.fate == Fate.PENDING
-        reason = Reason.DELETION_PENDING if pending else Reason.DELETION_BLOCKED
-        return _waiting(tick, name, reason, decided.message, inventory)
+    if decided.fate in WAITING:
+        return _waiting(tick, name, WAITING[decided.fate], decided.message, inventory)
     try:
         record = decided.record or _write_ahead(tick, decided, prior, inventory)
         _act(tick, record, inventory)

@@ -42,8 +42,8 @@ built; this is the index). Cache: key; valid while; lifetime and invalidation.
 - ``<state>/cache/repo.json``: repository path (status, Release, Cluster, Alert files);
   git blob id; across ticks, entries of gone files stay.
 - ``<state>/cache/cluster-<c>.json``: a directory cluster's object file (its stat), a
-  Kubernetes object (``k8s:`` keys: a digest of the manifest as sent,
-  ``deployers/serverform.py``); across ticks; no Secret is kept; gone entries stay.
+  Kubernetes object (``k8s:`` keys: a digest of the manifest as sent, whatever its keys'
+  order, ``deployers/serverform.py``); across ticks; no Secret is kept; gone entries stay.
 - ``<state>/cache/health-<c>.json``: object; a digest of the CEL library, the rule and
   the whole object (``health/cel.py``); across ticks.
 - ``programs``: CEL expression text; one tick.

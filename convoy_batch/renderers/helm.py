@@ -2,8 +2,11 @@
 from a repository (:mod:`convoy_batch.renderers.charts`), helm on PATH, with the
 ``valuesFiles`` (inside the source, relative to ``source.path``) then the inline
 ``values``, the release name (default the Release's) and namespace, and the chart's
-CRDs; on a Kubernetes Cluster, the server's version and API versions (as Argo CD passes
-them). Helm's hooks are read as convoy-batch hooks by :mod:`convoy_batch.manifests.annotations`.
+CRDs. On a Kubernetes Cluster, ``.Capabilities`` are the server's version and API
+versions alone: helm runs with ``--dry-run=server`` against a stand-in server on loopback
+that answers the server's discovery (:mod:`convoy_batch.renderers.discovery`), since
+``--api-versions`` only adds to Helm's built-in list. Helm's hooks are read as
+convoy-batch hooks by :mod:`convoy_batch.manifests.annotations`.
 
 A chart in git reads the repository only: each values file resolves inside it (links
 resolved), and a ``file://`` dependency of its ``Chart.yaml`` that would lead out of it
@@ -13,6 +16,7 @@ dependency is the chart's to name, not a way out). The export holds no symlink, 
 """
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,7 +25,7 @@ from convoy_batch.deployers.base import Capabilities
 from convoy_batch.errors import RenderFailed
 from convoy_batch.manifests import yamlload
 from convoy_batch.models import HelmRender
-from convoy_batch.renderers import process
+from convoy_batch.renderers import discovery, process
 from convoy_batch.renderers.job import Job
 from convoy_batch.repo.source import SourceFile
 
@@ -36,17 +40,6 @@ def tool_key() -> str:
     return "helm:none" if tool is None else f"helm:{tool.identity()}"
 
 
-def capability_args(capabilities: Capabilities | None) -> list[str]:
-    """``--kube-version`` and one ``--api-versions`` per group/version and
-    group/version/Kind the server serves; none for a directory cluster (helm's defaults)."""
-    if capabilities is None:
-        return []
-    args = ["--kube-version", capabilities.kube_version] if capabilities.kube_version else []
-    for api_version in capabilities.api_versions:
-        args += ["--api-versions", api_version]
-    return args
-
-
 def render(spec: HelmRender, job: Job) -> list[SourceFile]:
     tool = process.find_tool("helm")
     if tool is None:
@@ -59,7 +52,6 @@ def render(spec: HelmRender, job: Job) -> list[SourceFile]:
         chart = str(_with_dependencies(job))
     argv = [tool.path, "template", spec.release_name or release.name, chart]
     argv += ["--namespace", release.spec.namespace, "--include-crds"]
-    argv += capability_args(job.capabilities)
     for name in spec.values_files:
         path = job.inside(name, "valuesFiles")
         if not path.is_file():
@@ -74,8 +66,45 @@ def render(spec: HelmRender, job: Job) -> list[SourceFile]:
     shown = f"{spec.chart} {spec.version}" if job.chart is not None else job.path or "."
     label = f"Helm (helm template {shown})"
     env = process.minimal_env(job.home, homes)
-    text = process.run(label, argv, job.root, env, limits=job.limits)
+    if job.capabilities is None:
+        text = process.run(label, argv, job.root, env, limits=job.limits)
+    else:
+        text = _run_against(job.capabilities, label, argv, job, env)
     return [SourceFile(f"{shown} (helm template)", text)]
+
+
+_SERVER_MODE = ("--dry-run=server", "--disable-openapi-validation")
+"""Helm reads ``.Capabilities`` from the cluster's discovery (``--dry-run=server``); the
+objects are validated by the deployer's own dry run, not against a schema here."""
+_PASSES = 4
+"""Runs of helm at most for one render: the first, then one more for each answer naming
+kinds the server does not serve yet (custom resources the chart brings with their
+definitions), each run adding those."""
+_NO_MATCH = re.compile(r'no matches for kind "([^"]+)" in version "([^"]+)"')
+
+
+def _run_against(
+    capabilities: Capabilities, label: str, argv: list[str], job: Job, env: dict[str, str]
+) -> str:
+    """Helm's output, run against a stand-in server answering the Cluster's discovery
+    (:mod:`convoy_batch.renderers.discovery`): ``.Capabilities`` are the server's alone."""
+    mappable: frozenset[str] = frozenset()
+    for left in range(_PASSES - 1, -1, -1):
+        with discovery.serving(capabilities, job.home / "kube", mappable) as kubeconfig:
+            told = [*argv, *_SERVER_MODE, "--kubeconfig", str(kubeconfig)]
+            try:
+                return process.run(label, told, job.root, env, limits=job.limits)
+            except RenderFailed as exc:
+                more = mappable | _unmapped(str(exc))
+                if not left or more == mappable:
+                    raise
+                mappable = more
+    raise AssertionError("unreachable")
+
+
+def _unmapped(message: str) -> frozenset[str]:
+    """The group/version/Kind of each object helm could not map, from its message."""
+    return frozenset(f"{version}/{kind}" for kind, version in _NO_MATCH.findall(message))
 
 
 _CHART_FILES = ("Chart.yaml", "requirements.yaml")

@@ -23,6 +23,7 @@ reading wrong, and never in a batch that looks like an accident:
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
 
 from convoy_batch.reasons import Reason
 
@@ -38,6 +39,13 @@ class Fate(StrEnum):
     ADOPTED = "Adopted"
     PENDING = "Pending"
     BLOCKED = "Blocked"
+
+
+WAITING: Mapping[Fate, Reason] = MappingProxyType(
+    {Fate.PENDING: Reason.DELETION_PENDING, Fate.BLOCKED: Reason.DELETION_BLOCKED}
+)
+"""The reason a removed Release's status gets while its retirement waits: what the
+retirement pass commits and what ``plan`` says of such a fate."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,10 @@ Decided:
   them again; one still live shows as removed, as the tick deletes it).
 - Objects match by identity (group, kind, namespace, name), so a new apiVersion of the
   same object is a change, not a removal and an addition. The convoy label and render
-  annotation are left out of the comparison.
+  annotation are left out of the comparison, and so is what sets nothing (a null, an
+  empty object or list: ``annotations: {}``), on both sides and against every baseline,
+  as the apply reads it (``kubediff.covers``): such a field is neither a change nor
+  shown in one.
 - ``live`` follows the Release's drift rules (README, "Drift rules"): an existing object
   is compared with what an apply would leave, its live values kept at the paths the rules
   ignore, so a difference there is no change. Each such path is listed under the object,
@@ -45,7 +48,7 @@ from typing import Any, Literal
 
 import yaml
 
-from convoy_batch.deployers.kubediff import as_stored, covers
+from convoy_batch.deployers.kubediff import as_stored, covers, sets_nothing
 from convoy_batch.engine.retire import (
     Decided,
     decide_retirements,
@@ -428,9 +431,9 @@ def _object_diff(
         if covers(new, old):
             return None
         old = project(old, new)
-    elif old == new:
+    elif covers(new, old) and covers(old, new):  # equal but for what sets nothing
         return None
-    old, new = mask_secrets(key, old, new)
+    old, new = mask_secrets(key, bare(old), bare(new))
     lines = difflib.unified_diff(
         _yaml(old), _yaml(new), f"{against}/{key}", f"revision/{key}", lineterm=""
     )
@@ -482,6 +485,17 @@ def _shown(value: Any) -> str:
     """A value on one line (JSON), cut at ``_SHOWN`` characters."""
     text = json.dumps(value, sort_keys=True, default=str)
     return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+def bare(value: Any) -> Any:
+    """``value`` without the fields that set nothing (nulls, empty objects and lists, as
+    :func:`~convoy_batch.deployers.kubediff.covers` reads them): what is shown of either
+    side, so a diff never lists ``annotations: {}`` as a change."""
+    if isinstance(value, Mapping):
+        return {k: bare(v) for k, v in value.items() if not sets_nothing(v)}
+    if isinstance(value, list):
+        return [bare(v) for v in value]
+    return value
 
 
 def project(live: Any, desired: Any) -> Any:

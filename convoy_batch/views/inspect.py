@@ -29,6 +29,7 @@ from convoy_batch.reconcile import decide, pending_force_sync, waiting_for_verif
 from convoy_batch.repo.gitops import ReleaseEntry, SetEntry
 from convoy_batch.rollout import Outcome
 from convoy_batch.rollout.glance import drift_note, verification_note
+from convoy_batch.rollout.retire import WAITING
 from convoy_batch.rollout.status import short_ref, state_name
 from convoy_batch.ticks.runner import select
 from convoy_batch.timefmt import format_time
@@ -252,21 +253,25 @@ def generated_by(tick: Tick, entry: ReleaseEntry) -> str | None:
 
 def plan_retirement(tick: Tick, name: str) -> tuple[dict[str, Any], str]:
     """``plan`` for a removed Release: what the next tick does with it (the retirement
-    pass's own decision, nothing carried out)."""
+    pass's own decision, nothing carried out). A retirement that waits is told by the
+    reason its status gets (``DeletionBlocked``, ``DeletionPending``), one that goes by
+    its fate and commit subject."""
     decided = decide_retirements(tick, RetireOptions(names=(name,)))[0]
     try:
         planned = planned_message(tick, decided)
     except ConvoyError as exc:
         return _error(name, exc.reason, str(exc))
     before = state_name(tick.status(name).rollout)
+    held = WAITING.get(decided.fate)
     row = {
         "name": name,
         "action": "Retire",
         "fate": decided.fate.value,
         "from": before,
+        "reason": held.value if held is not None else None,
         "message": planned,
     }
-    return row, f"{name}: removed from releases/: {decided.fate}: {planned}"
+    return row, f"{name}: removed from releases/: {held or decided.fate}: {planned}"
 
 
 def _error(name: str, reason: Reason, message: str) -> tuple[dict[str, Any], str]:

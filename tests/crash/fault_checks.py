@@ -68,16 +68,14 @@ def _own_call(hit: str) -> bool:
 
 
 def _status_refs(status: Any) -> set[str]:
-    """The renders a status says were applied: lastSuccessful, lastHealthy, history, the
-    waves started, and lastAttempted when ``applied`` (a rollout or an attempt that was
-    not applied names a render that may not be stored, as after a failed dry run)."""
+    """Every render a status names, applied or not: rollout, lastAttempted,
+    lastSuccessful, lastHealthy, history and the waves started (a render is stored before
+    its status names it, and one that cannot be stored is named nowhere)."""
     if not isinstance(status, dict):
         return set()
-    records = [status.get("lastSuccessful"), status.get("lastHealthy")]
+    records = [status.get("rollout"), status.get("lastAttempted")]
+    records += [status.get("lastSuccessful"), status.get("lastHealthy")]
     records += [*(status.get("history") or []), *(status.get("waves") or [])]
-    attempt = status.get("lastAttempted")
-    if isinstance(attempt, dict) and attempt.get("applied"):
-        records.append(attempt)
     return {r["renderRef"] for r in records if isinstance(r, dict) and r.get("renderRef")}
 
 

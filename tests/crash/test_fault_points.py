@@ -15,8 +15,9 @@ At each point: a copy of the world, the tick at minute 13 with the fault, then
 
 - right after it (``fault_checks``): its exit code and stderr are the README's (no
   traceback, one line per message, exit 1 exactly when an error is reported); every
-  render that a status at HEAD, a write-ahead record or a cluster object names is
-  stored and verifies; "status commits not written" only when HEAD did not move;
+  render that a status at HEAD (its rollout and attempt too, applied or not), a
+  write-ahead record or a cluster object names is stored and verifies; "status commits
+  not written" only when HEAD did not move;
 - with a single failing call, also right after it: ``status/`` of the index and working
   tree equal HEAD, no git lock file is left, nothing untracked, and a person's
   ``git commit -am x`` succeeds and changes no status;
@@ -31,6 +32,8 @@ How many points run:
   a background render write and its fsyncs, the fsync of ``renders/`` and ``intents/``,
   the locks of the branch and of ``packed-refs``, the rename of ``index.lock`` once the
   branch moved, the index that ``git checkout`` writes);
+- always every write, fsync and rename of a render blob of the tick (issue 47: a render
+  that cannot be stored is named by no status), each once;
 - by default a deterministic sample: ``CONVOY_FAULT_SAMPLE`` points of each kind (6),
   and ``CONVOY_FAULT_FULL_SAMPLE`` (3) of the disk that stays full (about 35 points, about
   a minute and a half on two cores);
@@ -171,6 +174,32 @@ def test_a_disk_that_stays_full_claims_nothing_and_later_ticks_converge(
     crash_world: CrashWorld, shim: Path
 ) -> None:
     run_points(crash_world, shim, "write", full_disk_points(crash_world.counts["write"]))
+
+
+RENDER_BLOB_CALLS = {
+    # kind: the recorded call of a render blob's atomic write (its temp file, then its name)
+    "write": r" write\(\S*/state/renders/\.\S*\.tmp,",
+    "fsync": r" fsync\(\S*/state/renders/\.\S*\.tmp\)$",
+    "rename": r" rename\(\S*/state/renders/\.\S*\.tmp, ",
+}
+
+
+def matching_points(world: CrashWorld, kind: str, pattern: str) -> list[int]:
+    """The numbers of every recorded call of ``kind`` that matches ``pattern``."""
+    return [
+        int(line.split(" ", 2)[1])
+        for line in world.events
+        if line.startswith(f"{kind} ") and re.search(pattern, line)
+    ]
+
+
+@pytest.mark.parametrize("kind", list(RENDER_BLOB_CALLS))
+def test_a_render_blob_that_cannot_be_stored_is_named_by_no_status(
+    kind: str, crash_world: CrashWorld, shim: Path
+) -> None:
+    points = matching_points(crash_world, kind, RENDER_BLOB_CALLS[kind])
+    assert points, f"the tick stored no render blob with a {kind} call the injector saw"
+    run_points(crash_world, shim, kind, [(n, h.Fault(ERRNOS[i % 2])) for i, n in enumerate(points)])
 
 
 @pytest.mark.parametrize(

@@ -1,15 +1,22 @@
 """Hooks of several phases against a real kube-apiserver with its controller-manager
-(issue 23): a hook that names PreSync and PostSync is applied in each and deleted by its
-policy only once its PostSync phase is over, so the PostSync Job that needs it finds it.
+(issues 23 and 47): a hook that names PreSync and PostSync is applied in each and deleted
+by its policy only once its PostSync phase is over (its Jobs complete as the server says,
+however long they run and however loaded the machine), so the PostSync Job that needs it
+finds it.
 ingress-nginx's chart, unmodified, is the real case, in the public content's suite
 (``tests/k8s/test_k8s_realworld.py``).
 
 The audit log tells what the server received and when; the tests play the kubelet."""
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.k8s.k8s_scenario import KubeScenario
@@ -115,3 +122,121 @@ def test_an_argo_hook_of_presync_and_postsync_lives_until_its_postsync_phase_is_
     assert s.reconcile("phased", minutes=5).code == 0
     assert s.status("phased")["rollout"]["state"] == "Succeeded"
     assert s.configmap("phased", "settings") is None  # not created again for this render
+
+
+# --- Helm pre-install,post-install (issue 47) -------------------------------------------
+
+RBAC_HOOK = """\
+  annotations:
+    helm.sh/hook: pre-install,pre-upgrade,post-install,post-upgrade
+    helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+"""
+
+ADMISSION = f"""\
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: admission
+{RBAC_HOOK}---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: admission
+{RBAC_HOOK}rules:
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, create]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: admission
+{RBAC_HOOK}roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: admission}}
+subjects:
+- {{kind: ServiceAccount, name: admission, namespace: hooked}}
+"""
+
+
+def helm_job(name: str, hook: str) -> str:
+    return f"""\
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  annotations:
+    helm.sh/hook: {hook}
+    helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      serviceAccountName: admission
+      containers:
+      - name: {name}
+        image: example/{name}:1.0
+        resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}
+"""
+
+
+def admission_rbac(s: KubeScenario) -> set[str]:
+    """The admission hooks the server has now."""
+    rbac = client.RbacAuthorizationV1Api(s.kube.api)
+    reads = {
+        "ServiceAccount": s.kube.core.read_namespaced_service_account,
+        "Role": rbac.read_namespaced_role,
+        "RoleBinding": rbac.read_namespaced_role_binding,
+    }
+    return {kind for kind, read in reads.items() if read_or_none(read, "admission", "hooked")}
+
+
+def job_complete(s: KubeScenario, name: str) -> bool:
+    job = read_or_none(s.kube.batch.read_namespaced_job, name, "hooked")
+    return job is not None and any(
+        c.type == "Complete" and c.status == "True" for c in job.status.conditions or []
+    )
+
+
+@contextmanager
+def cpu_load() -> Iterator[None]:
+    """A second process spinning on the CPU while the block runs."""
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
+def test_helm_rbac_hooks_of_pre_and_post_install_outlive_the_running_post_install_job(
+    kscenario: KubeScenario,
+) -> None:
+    s = kscenario
+    extra = {"admission.yaml": ADMISSION, "create.yaml": helm_job("create", "pre-install")}
+    extra["patch.yaml"] = helm_job("patch", "post-install,post-upgrade")
+    s.app("hooked", extra=extra)
+    every = {"ServiceAccount", "Role", "RoleBinding"}
+    assert s.reconcile("hooked", minutes=0).code == 0
+    assert admission_rbac(s) == every
+    s.kube.job_succeeded("hooked", "create")
+
+    with cpu_load():
+        for minute in range(1, 6):  # the post-install Job runs: nothing completes it
+            result = s.reconcile("hooked", minutes=minute)
+            assert result.code == 0, result.err
+            assert read_or_none(s.kube.batch.read_namespaced_job, "patch", "hooked") is not None
+            assert not job_complete(s, "patch")
+            assert admission_rbac(s) == every, f"tick {minute}"
+            s.kube.run_pods("hooked", "job-name=patch")  # running, not done
+    assert [verb for _, verb in writes(s, "admission", "serviceaccounts")] == ["patch"]
+
+    completing = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    s.kube.job_succeeded("hooked", "patch")  # returns once the server says Complete
+    assert s.reconcile("hooked", minutes=6).code == 0
+    eventually(lambda: admission_rbac(s) == set(), "the admission hooks deleted")
+    assert s.reconcile("hooked", minutes=7).code == 0
+    assert admission_rbac(s) == set()  # not created again for this render
+    deletes = [when for when, verb in writes(s, "admission", "serviceaccounts") if verb == "delete"]
+    assert len(deletes) == 1 and deletes[0] > completing, (completing, deletes)

@@ -180,8 +180,11 @@ def test_ingress_nginx_webhook_rbac_hooks_live_through_its_post_sync_job(world: 
     assert live_admission_rbac(world.kube) == set()
 
 
-def test_quiet_ticks_of_every_public_app_send_only_gets(world: World) -> None:
+@pytest.mark.parametrize("after", ["nothing", "a-commit-outside-every-source"])
+def test_quiet_ticks_of_every_public_app_send_only_gets(world: World, after: str) -> None:
     s = world.s
+    if after != "nothing":  # a fresh render of each chart, the same as the stored one
+        s.commit({"NOTES.md": f"notes {len(s.status_log())}\n"}, "notes")
     for _ in range(2):
         head, writes, counts = s.head(), convoy_writes(s.kube), dict(kubeapi.COUNTS)
         assert world.tick().code == 0

@@ -1,11 +1,14 @@
-"""``stage_sync`` (SPEC 4 step 5, 7): dry run, persist, hooks and waves under the wave
-gate, prune, inventory; then SyncFail hooks when the sync failed and hook deletions by
-policy (``stages/hooks.py``).
+"""``stage_sync`` (SPEC 4 step 5, 7): dry run, hooks and waves under the wave gate,
+prune, inventory; then SyncFail hooks when the sync failed and hook deletions by policy
+(``stages/hooks.py``).
 
 ``decide_sync`` makes the decision without changing anything (the pure "which phases
-next" of ``rollout.plan_waves``, the step, the outcome it gives); ``persist`` and
-``stage_sync`` carry it out. I/O through the stores and the deployer; deployer errors
-propagate as typed errors for the reconcile to map.
+next" of ``rollout.plan_waves``, the step, the outcome it gives); ``dry_run`` and
+``stage_sync`` carry it out. R's blob is already on its way to the render store (the
+reconcile stores every decided render first, ``reconcile.store_render``); the step waits
+for it to be durable before its write-ahead record (a blob that cannot be stored stops
+the step: ``outcome.not_stored``). I/O through the stores and the deployer; deployer
+errors propagate as typed errors for the reconcile to map.
 """
 
 import logging
@@ -24,9 +27,9 @@ from convoy_batch.engine.stages.hooks import (
 )
 from convoy_batch.engine.stages.last_healthy import expected_rollback
 from convoy_batch.engine.stages.namespace import ensure_namespace
-from convoy_batch.engine.stages.outcome import failed
+from convoy_batch.engine.stages.outcome import failed, not_stored
 from convoy_batch.engine.tick import Tick
-from convoy_batch.errors import ApplyFailed
+from convoy_batch.errors import ApplyFailed, StateFailed
 from convoy_batch.models import (
     SYNC_FAIL,
     InventoryEntry,
@@ -123,15 +126,13 @@ def decide_sync(
     return SyncDecision(expected, step)
 
 
-def persist(
+def dry_run(
     tick: Tick, release: Release, render: Render, deployer: Deployer, inventory: ReleaseInventory
 ) -> None:
     """The dry run of R's objects (``stages/hooks.dry_run_objects``: in the Release's
-    namespace, created first when the Release asks for it), then R's blob to the render
-    store."""
+    namespace, created first when the Release asks for it)."""
     ensure_namespace(release, render, deployer)  # before the dry run, which needs it
     deployer.dry_run(dry_run_objects(render, inventory), rules_of(tick, release))
-    tick.stores.renders.put(render.ref, render.canonical)
 
 
 def stage_sync(
@@ -144,14 +145,18 @@ def stage_sync(
     inventory: ReleaseInventory,
     writes: Writes,
 ) -> tuple[Outcome, ReleaseInventory]:
-    """Carry out R's decided ``step`` (R is persisted): ``expected`` when it succeeds,
-    with the drift the sync found (``stages/drift.py``); then R's SyncFail hooks when the
-    sync failed, and its finished hooks deleted by their policy."""
+    """Carry out R's decided ``step`` (R passed its dry run, its blob is on its way to the
+    render store): ``expected`` when it succeeds, with the drift the sync found
+    (``stages/drift.py``); then R's SyncFail hooks when the sync failed, and its finished
+    hooks deleted by their policy."""
     rules = rules_of(tick, release)
     drift = check_drift(tick, release, render, inventory, deployer, rules)
     expected, step = replace(expected, drift=drift.seen), drift.step(step)
     if step.phases or step.prune:  # the step changes the cluster: record it first
-        tick.stores.renders.settle(render.ref)  # what the record points at is durable first
+        try:
+            tick.stores.renders.settle(render.ref)  # what the record points at: durable first
+        except StateFailed as exc:
+            return not_stored(exc, expected, render.ref, acted=False), inventory
         writes.ahead(step, expected, expected_inventory(inventory, render, step))
     record = writes.record
     acted = carry_out(deployer, inventory, render, step, record, writes.claimants, rules)
