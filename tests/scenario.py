@@ -4,6 +4,7 @@ see every line it prints). Tests play the cluster's controllers by writing ``sta
 into the cluster's object files."""
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -144,6 +145,30 @@ class Scenario:
         file = self.state / "kubeconfigs.yaml"
         file.write_text("roots: [" + ", ".join(f"'{f}'" for f in folders) + "]\n")
         return file
+
+    def unreachable_cluster(self, name: str = "prod", token: str = "t0ken") -> Path:
+        """Commit a Kubernetes Cluster ``name`` whose kubeconfig (the operator's, outside
+        the repository, allowed by :meth:`allow_kubeconfigs`) names a loopback port nothing
+        listens on, with ``token``. The kubeconfig."""
+        operator = self.root.parent / "operator"
+        operator.mkdir(exist_ok=True)
+        self.allow_kubeconfigs(operator)
+        with socket.socket() as sock:  # bound, then released: nothing listens there
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        kubeconfig = operator / f"{name}.kubeconfig"
+        kubeconfig.write_text(
+            "apiVersion: v1\nkind: Config\n"
+            f"clusters: [{{name: c, cluster: {{server: 'https://127.0.0.1:{port}'}}}}]\n"
+            f"users: [{{name: u, user: {{token: {token}}}}}]\n"
+            "contexts: [{name: ctx, context: {cluster: c, user: u}}]\ncurrent-context: ctx\n"
+        )
+        cluster = (
+            f"apiVersion: convoy.dev/v1alpha1\nkind: Cluster\nmetadata: {{name: {name}}}\n"
+            f"spec: {{vars: {{env: {name}}}, kubernetes: {{kubeconfig: '{kubeconfig}'}}}}\n"
+        )
+        self.commit({f"clusters/{name}.yaml": cluster}, f"cluster {name}")
+        return kubeconfig
 
     # --- the CLI ---------------------------------------------------------------------
 

@@ -2,11 +2,13 @@
 the CLI: a removed file retires its Release on purpose (Delete, Orphan, adoption), never
 by accident (an unreadable file, a rename, a mass deletion without a trailer)."""
 
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from convoy_batch.reasons import Reason
 from tests.scenario import FAILURE_POLICY, Scenario, release_yaml
 
 PRUNE_FALSE_CONFIGMAP = """\
@@ -414,3 +416,35 @@ def test_the_readme_trailer_command_lets_the_guard_through(s: Scenario) -> None:
 @pytest.fixture
 def s(scenario: Scenario) -> Scenario:
     return scenario
+
+
+# --- plan speaks the reasons' vocabulary (the status's, the notification's) ---------
+
+PLAN_NOW = "2026-11-29T12:02:00Z"
+
+
+def test_a_retirement_the_guard_blocks_is_planned_as_deletion_blocked(s: Scenario) -> None:
+    settled(s, "web", "api")
+    s.commit({"releases/web.yaml": None, "releases/api.yaml": None}, "remove every Release")
+
+    plan = s.cli("plan", "web", "--now", PLAN_NOW)
+    rows = s.cli("plan", "web", "--now", PLAN_NOW, "--output", "json")
+
+    assert plan.code == 0, plan
+    assert plan.out.strip().startswith(
+        "web: removed from releases/: DeletionBlocked: mass deletion: 2 of 2 Releases"
+    ), plan.out
+    row = json.loads(rows.out)[0]
+    assert (row["reason"], row["fate"]) == (Reason.DELETION_BLOCKED, "Blocked")
+    s.reconcile(minutes=2)  # the tick's status gives the same reason
+    assert s.status("web")["lastAttempted"]["reason"] == row["reason"]
+
+
+def test_a_retirement_that_goes_is_planned_by_its_fate(s: Scenario) -> None:
+    settled(s, "web", "api", "db")
+    s.commit({"releases/web.yaml": None}, "retire web")
+
+    rows = s.cli("plan", "web", "--now", PLAN_NOW, "--output", "json")
+
+    row = json.loads(rows.out)[0]
+    assert (row["fate"], row["reason"]) == ("Delete", None)

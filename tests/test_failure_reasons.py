@@ -20,7 +20,6 @@ tests/k8s/test_k8s_scenarios.py; ``OwnershipConflict`` in tests/test_ownership.p
 tests/k8s/test_k8s_delete_release.py.
 """
 
-import socket
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -307,32 +306,11 @@ def shown(path: Path, s: Scenario) -> str:
     return f"<state>/{path.relative_to(s.state).as_posix()}"
 
 
-def closed_port() -> int:
-    """A local port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_a_kubernetes_cluster_nobody_answers_for_is_cluster_unavailable(
     scenario: Scenario,
 ) -> None:
     s = scenario
-    operator = s.root.parent / "operator"  # the operator's kubeconfigs, outside the repository
-    operator.mkdir()
-    s.allow_kubeconfigs(operator)
-    kubeconfig = operator / "prod.kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\n"
-        f"clusters: [{{name: c, cluster: {{server: 'https://127.0.0.1:{closed_port()}'}}}}]\n"
-        "users: [{name: u, user: {token: s3cr3t-t0ken}}]\n"
-        "contexts: [{name: ctx, context: {cluster: c, user: u}}]\ncurrent-context: ctx\n"
-    )
-    cluster = (
-        "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\nmetadata: {name: prod}\n"
-        f"spec: {{vars: {{env: prod}}, kubernetes: {{kubeconfig: '{kubeconfig}'}}}}\n"
-    )
-    s.commit({"clusters/prod.yaml": cluster})
+    s.unreachable_cluster("prod", token="s3cr3t-t0ken")
     s.app("web")
     s.app("bad", release=release_yaml("bad").replace("cluster: staging", "cluster: prod"))
 

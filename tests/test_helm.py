@@ -4,7 +4,6 @@ under CI): a chart rolls out with its hooks as PreSync hooks, rolls back and pru
 failing chart and a missing helm are one-line errors. What Helm is told of a Kubernetes
 Cluster's server is tested against the real API server in ``tests/k8s/test_k8s_helm.py``."""
 
-import socket
 from pathlib import Path
 
 import pytest
@@ -195,33 +194,13 @@ def test_a_directory_cluster_tells_helm_nothing(scenario: Scenario) -> None:
     assert told is None
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_a_kubernetes_server_out_of_reach_is_cluster_unavailable_for_its_chart_alone(
     scenario: Scenario, tmp_path: Path
 ) -> None:
-    operator = tmp_path / "operator"  # the operator's kubeconfigs, outside the repository
-    operator.mkdir()
-    scenario.allow_kubeconfigs(operator)
-    kubeconfig = operator / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\n"
-        f"clusters: [{{name: c, cluster: {{server: 'https://127.0.0.1:{_closed_port()}'}}}}]\n"
-        "users: [{name: u, user: {token: t0ken}}]\n"
-        "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
-    )
-    remote = (
-        "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\nmetadata: {name: remote}\n"
-        f"spec:\n  kubernetes: {{kubeconfig: '{kubeconfig}'}}\n"
-    )
+    scenario.unreachable_cluster("remote")
     chart_repo(scenario)
     scenario.commit(
         {
-            "clusters/remote.yaml": remote,
             "releases/web.yaml": release("web", "apps/web", HELM).replace(
                 "cluster: staging", "cluster: remote"
             ),

@@ -8,7 +8,6 @@ Release's ``StateFailed``, and its status then names no render the store lacks
 """
 
 import json
-import socket
 from typing import Any
 
 from convoy_batch.store import RenderStore
@@ -79,32 +78,11 @@ def test_a_render_waiting_for_its_dependency_is_stored_before_its_status_names_i
     assert history_missing(s, "api") == set()
 
 
-def closed_port() -> int:
-    """A local port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_a_render_for_an_unreachable_cluster_is_stored_before_its_status_names_it(
     scenario: Scenario,
 ) -> None:
     s = scenario
-    operator = s.root.parent / "operator"  # the operator's kubeconfigs, outside the repository
-    operator.mkdir()
-    s.allow_kubeconfigs(operator)
-    kubeconfig = operator / "prod.kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\n"
-        f"clusters: [{{name: c, cluster: {{server: 'https://127.0.0.1:{closed_port()}'}}}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
-        "contexts: [{name: ctx, context: {cluster: c, user: u}}]\ncurrent-context: ctx\n"
-    )
-    cluster = (
-        "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\nmetadata: {name: prod}\n"
-        f"spec: {{vars: {{env: prod}}, kubernetes: {{kubeconfig: '{kubeconfig}'}}}}\n"
-    )
-    s.commit({"clusters/prod.yaml": cluster})
+    s.unreachable_cluster("prod")
     text = release_yaml("web", spec_extra=FAILURE_POLICY)
     s.app("web", release=text.replace("cluster: staging", "cluster: prod"))
 
