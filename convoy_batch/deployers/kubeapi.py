@@ -1,8 +1,7 @@
-"""Talking to a Kubernetes API server: kubeconfig loading, one HTTP transport, discovery.
-Does network I/O.
+"""Talking to a Kubernetes API server: one HTTP transport, discovery. Does network I/O.
 
-The ``kubernetes`` package loads the kubeconfig (contexts, certificates, tokens, exec
-plugins); requests go through one urllib3 pool built from that configuration, with raw
+The configuration comes from the kubeconfig (:mod:`convoy_batch.deployers.kubeconfig`);
+requests go through one urllib3 pool built from that configuration, with raw
 JSON in and out, because the generated typed client spends most of its time converting
 objects we only pass through. Messages never carry credentials: errors are built from
 the server's ``Status.message`` and the kubeconfig path, nothing else.
@@ -18,30 +17,33 @@ log: the outcome's one line says what failed. A request that got no answer withi
 time-out silences the server for the instance's life (one tick): later requests fail at
 once instead of each waiting out the time-out, so a tick on a hung server ends about one
 time-out after its first request.
+
+A 429 whose ``Retry-After`` is a number of seconds is the one answer whose request is sent
+again, and only when it may be sent twice to the same effect (:func:`retry_safe`): after
+sleeping that long, at most :data:`RETRY_TRIES` sends of the request, and at most
+:data:`RETRY_BUDGET` seconds of such sleeps per instance (one Cluster and tick), shared
+by its threads. The waits are ``Retry-After``'s own seconds, counted and slept: no clock
+is read. Any other 429 (no ``Retry-After``, a date, more than the instance may still
+wait, a request not retry-safe, the last try) is :class:`Unreachable` as it was answered.
 """
 
 import json
 import logging
 import os
-import re
 import ssl
 import threading
+import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 import urllib3
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 
 from convoy_batch.deployers.base import Capabilities
+from convoy_batch.deployers.kubeconfig import header_value
 from convoy_batch.errors import ClusterUnavailable, Forbidden
-from convoy_batch.models import KubernetesTarget
-from convoy_batch.state.operator_files import shown, without_state_dir
 
 log = logging.getLogger("convoy_batch")
 
@@ -49,12 +51,14 @@ COUNTS: Counter[str] = Counter()
 """Requests sent by this process: ``GET``, ``PATCH``, ``DELETE``..., ``dry-run PATCH``."""
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
 TIMEOUT_ENV = "CONVOY_K8S_TIMEOUT"
 DEFAULT_TIMEOUT = 60.0
 """Seconds a request waits for the server's answer (``$CONVOY_K8S_TIMEOUT`` overrides it)."""
 CONNECT_TIMEOUT = 5.0  # seconds for a connection, at most (and at most the time-out)
-# Connection failures are retried briefly; a request that reached the server is not (nor
-# is a 429 or 503 with Retry-After: the answer is reported, and the next tick retries).
+# Connection failures are retried briefly here; a request that reached the server is not,
+# but for a 429 with Retry-After, which ``KubeApi.request`` waits on (see module doc).
 RETRIES = urllib3.Retry(
     total=2,
     connect=2,
@@ -66,6 +70,11 @@ RETRIES = urllib3.Retry(
 )
 POOL_SIZE = 32
 """Connections kept open to one API server (requests in flight at once, at most)."""
+RETRY_TRIES = 3
+"""Sends of one request answered 429 with a ``Retry-After``, at most (the first included)."""
+RETRY_BUDGET = 10.0
+"""Seconds of ``Retry-After`` waited per Cluster and tick, at most, by all its requests."""
+IDEMPOTENT_PATCHES = frozenset({APPLY_PATCH, MERGE_PATCH})
 
 
 def write_count() -> int:
@@ -76,6 +85,40 @@ def write_count() -> int:
 class Unreachable(Exception):
     """The server could not be reached, did not answer, cut its answer, or answered that it
     cannot serve now (5xx, 429): nothing said about the request itself."""
+
+
+def retry_safe(method: str, content_type: str | None, dry: bool) -> bool:
+    """A request that may be sent twice to the same effect: a read (GET: discovery, a
+    LIST, an object), a dry run, a DELETE (once carried out, its repeat answers 404, which
+    is "gone"), a server-side apply (the same fields from the same field manager, forced:
+    the same object) or a JSON merge patch (fixed values). Not a POST that creates: its
+    repeat after one that was carried out answers 409."""
+    if dry or method in ("GET", "DELETE"):
+        return True
+    return method == "PATCH" and content_type in IDEMPOTENT_PATCHES
+
+
+def retry_after(value: str | None) -> float | None:
+    """The seconds a ``Retry-After`` asks for (the API server sends whole seconds); None
+    without one, or for an HTTP date, which only the clock could turn into a wait."""
+    text = (value or "").strip()
+    return float(text) if text.isascii() and text.isdigit() else None
+
+
+class _WaitBudget:
+    """The seconds of ``Retry-After`` one instance may still sleep, shared by its threads:
+    a wait is taken whole before it is slept, or not at all."""
+
+    def __init__(self, seconds: float) -> None:
+        self.left = seconds
+        self._lock = threading.Lock()
+
+    def take(self, seconds: float) -> bool:
+        with self._lock:
+            if seconds > self.left:
+                return False
+            self.left -= seconds
+            return True
 
 
 class ApiError(Exception):
@@ -89,89 +132,6 @@ class ApiError(Exception):
 
 
 # --- kubeconfig -----------------------------------------------------------------------
-
-
-def kubeconfig_path(target: KubernetesTarget, base: Path) -> str:
-    """``spec.kubernetes.kubeconfig`` (relative to ``base``), else ``$KUBECONFIG``, else
-    ``~/.kube/config``. ``$KUBECONFIG`` may list several files, as kubectl allows. (Which
-    named files may be used: :mod:`convoy_batch.deployers.targets`.)"""
-    if target.kubeconfig:
-        path = Path(target.kubeconfig).expanduser()
-        return str(path if path.is_absolute() else base / path)
-    env = os.environ.get("KUBECONFIG")
-    return env if env else str(Path("~/.kube/config").expanduser())
-
-
-def environment_kubeconfigs() -> tuple[Path, ...]:
-    """The operator's own kubeconfigs: the files ``$KUBECONFIG`` lists, and
-    ``~/.kube/config``."""
-    listed = os.environ.get("KUBECONFIG", "").split(os.pathsep)
-    return (*(Path(f) for f in listed if f), Path("~/.kube/config").expanduser())
-
-
-def load_configuration(target: KubernetesTarget, base: Path, where: str) -> Any:
-    """The client configuration for the target's kubeconfig and context (ClusterUnavailable,
-    one line naming the file as ``<state>/...`` when it is in ``base``, the state
-    directory)."""
-    path = kubeconfig_path(target, base)
-    configuration = k8s_client.Configuration()
-    try:
-        with _loader_errors() as logged:
-            k8s_config.load_kube_config(
-                config_file=path,
-                context=target.context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-    except Exception as exc:  # any way a user's file fails to load
-        # (bad YAML, missing fields, bad certificate data) is one line naming the file;
-        # the loader's messages name files and keys, never tokens.
-        raise _unloadable(where, path, str(exc).strip() or type(exc).__name__, base) from None
-    if logged:  # an exec plugin that failed: the configuration has no credentials
-        raise _unloadable(where, path, logged[0], base)
-    return configuration
-
-
-def _unloadable(where: str, path: str, problem: str, state_dir: Path) -> ClusterUnavailable:
-    lines = problem.strip().splitlines()
-    first_line = lines[0] if lines else "unknown problem"
-    # The loader's message may name a file of the state directory (a missing tokenFile).
-    first_line = without_state_dir(first_line, state_dir)
-    named = shown(path, state_dir)
-    return ClusterUnavailable(f"{where}: cannot load kubeconfig {named}: {first_line}")
-
-
-_LOADER = os.path.dirname(k8s_config.__file__) + os.sep
-_LOADING = threading.Lock()
-
-
-class _LoaderErrors(logging.Filter):
-    """Takes the errors the kubeconfig loader logs off the log and keeps their messages."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.messages: list[str] = []
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < logging.ERROR or not record.pathname.startswith(_LOADER):
-            return True
-        self.messages.append(record.getMessage())
-        return False
-
-
-@contextmanager
-def _loader_errors() -> Iterator[list[str]]:
-    """The messages of the errors the kubeconfig loader logs meanwhile. It logs an exec
-    plugin that fails (exit code, missing command, output without a credential) instead of
-    raising, and goes on without credentials: every request would be anonymous."""
-    caught = _LoaderErrors()
-    root = logging.getLogger()  # the loader logs through the logging module's functions
-    with _LOADING:
-        root.addFilter(caught)
-        try:
-            yield caught.messages
-        finally:
-            root.removeFilter(caught)
 
 
 def client_timeout(where: str) -> float:
@@ -256,7 +216,14 @@ def _status_text(status: int, data: bytes) -> str:
 class KubeApi:
     """One API server: raw JSON requests and per-instance discovery (one tick)."""
 
-    def __init__(self, configuration: Any, where: str, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        configuration: Any,
+        where: str,
+        timeout: float = DEFAULT_TIMEOUT,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        """``sleep``: how a ``Retry-After`` is waited on (tests count the waits instead)."""
         self.host = str(configuration.host).rstrip("/")
         self.where = where
         self.timeout = timeout
@@ -274,6 +241,8 @@ class KubeApi:
         self._described: Capabilities | Exception | None = None
         self._describing = threading.Lock()
         self._unanswered: str | None = None  # the request that got no answer (see module doc)
+        self._sleep = sleep
+        self._waits = _WaitBudget(RETRY_BUDGET)  # Retry-After's seconds (see module doc)
         _quiet_library_log()
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
@@ -303,17 +272,58 @@ class KubeApi:
         content_type: str | None = None,
     ) -> Any:
         """The decoded JSON answer (Unreachable, ApiError; Forbidden, an outcome of its
-        own, for credentials or a request the server refuses: 401, 403)."""
-        what = f"{self.host}: {method} {path}"
-        if self._unanswered is not None:
-            raise Unreachable(f"{what}: not sent: {self._unanswered}")
+        own, for credentials or a request the server refuses: 401, 403). A retry-safe
+        request answered 429 with a short ``Retry-After`` is sent again (see module doc)."""
         url = self._base + path + (f"?{urlencode(query)}" if query else "")
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         dry = bool(query and query.get("dryRun"))
-        COUNTS[f"dry-run {method}" if dry else method] += 1
         headers = self._headers(content_type)  # checked before anything is sent
+        safe = retry_safe(method, content_type, dry)
+        tries, waited = 1, 0.0
+        while True:
+            response = self._send(method, path, url, data, headers, dry)
+            if response.status != 429:
+                return self._answer(method, path, response.status, response.data)
+            wait = self._retry_wait(response, method, safe, tries, waited)
+            if isinstance(wait, str):
+                return self._answer(method, path, 429, response.data, wait)
+            self._sleep(wait)
+            tries, waited = tries + 1, waited + wait
+
+    def _retry_wait(
+        self, response: Any, method: str, safe: bool, tries: int, waited: float
+    ) -> float | str:
+        """The seconds to wait before sending a request answered 429 again, taken from the
+        budget here; or why it is not sent again, a note to the server's message."""
+        wait = retry_after(response.headers.get("Retry-After"))
+        if wait is None:
+            return ""  # the server named no time: reported as it was answered
+        if not safe:
+            return f" (not sent again: a {method} that may have been carried out)"
+        if tries == RETRY_TRIES:
+            return f" ({tries} tries, {waited:g}s waited as Retry-After asked)"
+        if not self._waits.take(wait):
+            after = f", after {tries} tries" if tries > 1 else ""
+            left = f"the {self._waits.left:g}s this Cluster may still wait in this tick"
+            return f" (Retry-After: {wait:g}s, more than {left}{after})"
+        return wait
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        url: str,
+        data: bytes | None,
+        headers: dict[str, str],
+        dry: bool,
+    ) -> Any:
+        """One send of the request: urllib3's response (Unreachable when none came)."""
+        what = f"{self.host}: {method} {path}"
+        if self._unanswered is not None:
+            raise Unreachable(f"{what}: not sent: {self._unanswered}")
+        COUNTS[f"dry-run {method}" if dry else method] += 1
         try:
-            response = self._urlopen(method, url, body=data, headers=headers, redirect=False)
+            return self._urlopen(method, url, body=data, headers=headers, redirect=False)
         except urllib3.exceptions.HTTPError as exc:
             if not _timed_out(exc):
                 raise Unreachable(f"{what}: {_reason(exc)}") from None
@@ -325,13 +335,14 @@ class KubeApi:
             # (http.client's "Invalid header value b'Bearer ...'" quotes a credential): its
             # kind alone, in one line, never its message.
             raise Unreachable(f"{what}: the request failed: {type(exc).__name__}") from None
-        return self._answer(method, path, response.status, response.data)
 
-    def _answer(self, method: str, path: str, status: int, data: bytes) -> Any:
+    def _answer(self, method: str, path: str, status: int, data: bytes, note: str = "") -> Any:
         """The decoded answer, or its error: Unreachable for a server that cannot serve
-        (5xx, 429) and for an answer cut short, Forbidden for 401 and 403, else ApiError."""
+        (5xx, 429; ``note`` said after its message) and for an answer cut short, Forbidden
+        for 401 and 403, else ApiError."""
         if status >= 500 or status == 429:
-            raise Unreachable(f"{self.host}: {method} {path}: {_status_text(status, data)}")
+            text = _status_text(status, data)
+            raise Unreachable(f"{self.host}: {method} {path}: {text}{note}")
         if status in (401, 403):
             error = _status_error(status, data)
             raise Forbidden(f"{self.where}: {method} {path}: {error}")
@@ -415,22 +426,6 @@ class KubeApi:
             except (Unreachable, ApiError, Forbidden) as exc:
                 log.warning("%s: %s: kinds unknown: %s", self.where, api_version, exc)
         return Capabilities(version, tuple(sorted(found)))
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def header_value(key: str, value: str, where: str) -> str:
-    """A header's value from the kubeconfig, as sent: without trailing white space (a
-    ``tokenFile`` ending in a newline, which the client keeps); ClusterUnavailable, one line
-    naming the header and never its value, for any other control character in it."""
-    value = value.rstrip()
-    if _CONTROL.search(value):
-        raise ClusterUnavailable(
-            f"{where}: the kubeconfig's credential (the {key} header) holds a control "
-            "character, which no HTTP header can carry (its value is not shown)"
-        )
-    return value
 
 
 def _timed_out(exc: Exception) -> bool:

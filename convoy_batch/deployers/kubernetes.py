@@ -62,13 +62,15 @@ from typing import TypeVar
 
 from convoy_batch.deployers.base import Capabilities, Manifest
 from convoy_batch.deployers.kubeapi import (
+    APPLY_PATCH,
+    MERGE_PATCH,
     ApiError,
     KubeApi,
     Resource,
     Unreachable,
     client_timeout,
-    load_configuration,
 )
+from convoy_batch.deployers.kubeconfig import load_configuration
 from convoy_batch.deployers.kubediff import (
     BatchContext,
     annotation,
@@ -104,8 +106,6 @@ from convoy_batch.state.caches import ParseCache
 log = logging.getLogger("convoy_batch")
 
 FIELD_MANAGER = "convoy-batch"
-APPLY_PATCH = "application/apply-patch+yaml"
-MERGE_PATCH = "application/merge-patch+json"
 CRD_WAIT = 60.0  # seconds for a new CRD's kind to be served
 DELETE_WAIT = 2.0  # seconds a prune waits for the object to disappear
 HOOK_DELETE_WAIT = 60.0

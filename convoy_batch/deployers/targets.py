@@ -41,7 +41,7 @@ from convoy_batch.deployers.directory import (
     in_own_default,
     written_path,
 )
-from convoy_batch.deployers.kubeapi import environment_kubeconfigs
+from convoy_batch.deployers.kubeconfig import environment_kubeconfigs
 from convoy_batch.errors import ClusterNotFound
 from convoy_batch.models import Cluster, Model
 from convoy_batch.state.operator_files import operator_path, read_operator_file, shown

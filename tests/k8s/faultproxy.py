@@ -6,8 +6,10 @@ block), every wait bounded.
 Faults (:class:`Fault`), each for the requests it matches, a number of times or every
 time: an answer cut (reset) in its headers (within a header's name, after the status
 line and the first headers) or its body after the server answered, an
-HTTP status of the proxy's own (5xx, 429, 409: the request never reaches the server), a
-request held without an answer, an answer delayed.
+HTTP status of the proxy's own (5xx, 429, 409: the request never reaches the server; a
+429 or 503 says ``Retry-After: 1`` unless told another value or none), a request held
+without an answer, an answer delayed. :func:`throttled_once` is the 429 a new custom
+resource type's first LIST gets from a Kubernetes 1.34 server.
 """
 
 import http.client
@@ -44,16 +46,32 @@ def applies(method: str, path: str) -> bool:
     return method == "PATCH" and "dryRun" not in path
 
 
+def lists(plural: str) -> Match:
+    """The LISTs of one kind (its plural), in any namespace or across all of them."""
+
+    def match(method: str, path: str) -> bool:
+        return method == "GET" and path.split("?", 1)[0].endswith(f"/{plural}")
+
+    return match
+
+
 @dataclass(frozen=True)
 class Fault:
     """What the proxy does to the requests ``match`` selects, ``times`` of them (None:
-    every one). ``kind``: ``cut-headers``, ``cut-body``, ``status``, ``hold``, ``slow``."""
+    every one). ``kind``: ``cut-headers``, ``cut-body``, ``status``, ``hold``, ``slow``.
+    ``retry_after``: the header a 429 or 503 of the proxy's says (None: none)."""
 
     kind: str
     match: Match = every
     times: int | None = None
     status: int = 503
     delay: float = 0.2
+    retry_after: str | None = "1"
+
+
+def throttled_once(match: Match = every) -> Fault:
+    """429 with ``Retry-After: 1`` to the first request ``match`` selects, then pass."""
+    return Fault("status", match, times=1, status=429, retry_after="1")
 
 
 @dataclass
@@ -73,11 +91,13 @@ class _Answer:
 @dataclass
 class FaultProxy:
     """``url`` forwards to ``upstream`` (https) trusting ``ca_file``; ``hits`` lists the
-    requests a fault was applied to (``METHOD path``)."""
+    requests a fault was applied to (``METHOD path``), ``seen`` every request since the
+    fault was last switched, in the order they came."""
 
     upstream: str
     ca_file: Path
     hits: list[str] = field(default_factory=list)
+    seen: list[str] = field(default_factory=list)
     fault: Fault | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _release: threading.Event = field(default_factory=threading.Event)
@@ -104,6 +124,7 @@ class FaultProxy:
             self.fault = fault
             self._left = None if fault is None else fault.times
             self.hits.clear()
+            self.seen.clear()
 
     def close(self) -> None:
         self.set(None)
@@ -125,6 +146,7 @@ class FaultProxy:
         """The fault for this request, counted (None: forward it), and the event that
         ends its waits."""
         with self._lock:
+            self.seen.append(f"{method} {path}")
             fault = self.fault
             if fault is None or self._left == 0 or not fault.match(method, path):
                 return None, self._release
@@ -154,13 +176,13 @@ class FaultProxy:
             conn.close()
 
 
-def _status(code: int) -> _Answer:
+def _status(code: int, retry_after: str | None) -> _Answer:
     reason = STATUS_REASONS.get(code, "ServiceUnavailable")
     message = f"the fault proxy answers {code}"
     body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message}
     headers = [("Content-Type", "application/json")]
-    if code in (429, 503):  # as the API server sheds load
-        headers.append(("Retry-After", "1"))
+    if code in (429, 503) and retry_after is not None:  # as the API server sheds load
+        headers.append(("Retry-After", retry_after))
     data = json.dumps({**body, "reason": reason, "code": code}).encode()
     return _Answer(code, reason, headers, data)
 
@@ -181,7 +203,7 @@ def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
                 return
             if fault is not None and fault.kind == "status":
-                self._send(_status(fault.status).raw())
+                self._send(_status(fault.status, fault.retry_after).raw())
                 return
             if fault is not None and fault.kind == "slow":
                 release.wait(timeout=fault.delay)

@@ -3,6 +3,10 @@ repository's Cluster points at the session's real API server. Each test uses its
 Release names, so its own namespaces, on the shared server. The operator's
 ``kubeconfigs.yaml`` allows the server's folder and :attr:`KubeScenario.operator`."""
 
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +60,14 @@ class KubeScenario(Scenario):
 
     def ready(self, name: str) -> None:
         self.kube.deployment_ready(name, name)
+
+
+@contextmanager
+def cpu_load() -> Iterator[None]:
+    """A second process spinning on the CPU while the block runs."""
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()

@@ -179,7 +179,18 @@ CASES = {
     "http-500-on-one-apply": Case(
         Fault("status", applies, times=1, status=500), 1, UNAVAILABLE, "HTTP 500: the fault"
     ),
-    "http-429-always": Case(Fault("status", status=429), 1, UNAVAILABLE, "HTTP 429: the fault"),
+    # A 429 with Retry-After: 1 is sent again within the tick, within a bound (3 tries of
+    # one request, 10 s of waiting per Cluster and tick): the note says which bound ended it.
+    "http-429-always": Case(
+        Fault("status", status=429), 1, UNAVAILABLE, "HTTP 429: the fault proxy answers 429 ("
+    ),
+    "http-429-on-one-apply": Case(Fault("status", applies, times=1, status=429), 0),
+    "http-429-without-retry-after-on-one-apply": Case(
+        Fault("status", applies, times=1, status=429, retry_after=None),
+        1,
+        UNAVAILABLE,
+        "HTTP 429: the fault proxy answers 429",
+    ),
     "http-409-on-one-apply": Case(
         Fault("status", applies, times=1, status=409), 1, "ApplyFailed", "proxy answers 409"
     ),

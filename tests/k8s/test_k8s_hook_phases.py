@@ -9,19 +9,27 @@ ingress-nginx's chart, unmodified, is the real case, in the public content's sui
 The audit log tells what the server received and when; the tests play the kubelet."""
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.k8s.k8s_scenario import KubeScenario
+from convoy_batch.engine.stages.hooks import delete_finished_hooks
+from convoy_batch.models import (
+    ANNOTATION_RENDER,
+    POST_SYNC,
+    Health,
+    HealthState,
+    InventoryEntry,
+    ReleaseInventory,
+    WaveStatus,
+)
+from tests.k8s.k8s_scenario import KubeScenario, cpu_load
 from tests.k8s.testenv import eventually
 from tests.scenario import FAILURE_POLICY
+from tests.test_render import run
 
 WAVED = "  syncPolicy: {waves: {healthStrategy: Healthy, timeout: 5m}}\n"
 
@@ -199,17 +207,6 @@ def job_complete(s: KubeScenario, name: str) -> bool:
     )
 
 
-@contextmanager
-def cpu_load() -> Iterator[None]:
-    """A second process spinning on the CPU while the block runs."""
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        yield
-    finally:
-        spinner.kill()
-        spinner.wait()
-
-
 def test_helm_rbac_hooks_of_pre_and_post_install_outlive_the_running_post_install_job(
     kscenario: KubeScenario,
 ) -> None:
@@ -240,3 +237,49 @@ def test_helm_rbac_hooks_of_pre_and_post_install_outlive_the_running_post_instal
     assert admission_rbac(s) == set()  # not created again for this render
     deletes = [when for when, verb in writes(s, "admission", "serviceaccounts") if verb == "delete"]
     assert len(deletes) == 1 and deletes[0] > completing, (completing, deletes)
+
+
+# --- a hook phase applied in the tick that judges it (issue 47 item 5) -------------------
+
+
+class Deletes:
+    """A deployer seam that records deletes; every object is live for ``ref``."""
+
+    def __init__(self, ref: str) -> None:
+        self.ref, self.deleted = ref, []  # type: list[str]
+
+    def get_many(self, keys: Any) -> dict[Any, Any]:
+        note = {"annotations": {ANNOTATION_RENDER: self.ref}}
+        return {key: {"metadata": note} for key in keys}
+
+    def delete(self, key: Any) -> bool:
+        self.deleted.append(key.name)
+        return True
+
+
+def test_a_hook_phase_applied_by_this_tick_is_not_over_in_it_whatever_the_health_read_before() -> (
+    None
+):
+    # PostSync applied again (its status.waves entry lost with a sync that failed
+    # half-way): the patch Job is re-created by this tick, and the Current the observer
+    # read before the sync is the previous Job's.
+    files = {"app/admission.yaml": ADMISSION, "app/create.yaml": helm_job("create", "pre-install")}
+    files["app/patch.yaml"] = helm_job("patch", "post-install,post-upgrade")
+    render = run(files)
+    now = datetime.now(UTC)
+    seen = Health(state=HealthState.CURRENT, assessed_render_ref=render.ref, observed_at=now)
+    entries = tuple(
+        InventoryEntry(key=o.key, wave=o.phase, applied_render_ref=render.ref, health=seen)
+        for o in render.objects
+    )
+    inventory = ReleaseInventory(release="hooked", entries=entries)
+    waves = [WaveStatus(wave=p, render_ref=render.ref, started_at=now) for p in render.phases()]
+    deployer = Deletes(render.ref)
+    kept, _ = delete_finished_hooks(
+        cast(Any, deployer), inventory, render, lambda _i: None, waves, (POST_SYNC,)
+    )
+    assert deployer.deleted == ["create"]  # its PreSync was over before this tick
+    delete_finished_hooks(cast(Any, deployer), kept, render, lambda _i: None, waves)
+    # The next tick: over, its Job Current as read then (the stub keeps every hook live,
+    # so the create Job's delete is sent again, as for an unconfirmed one).
+    assert deployer.deleted.count("admission") == 3 and "patch" in deployer.deleted

@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from convoy_batch.deployers import kubeapi
-from tests.k8s.k8s_scenario import KubeScenario
+from tests.k8s.k8s_scenario import KubeScenario, cpu_load
 from tests.k8s.testenv import KubeEnv
 from tests.realworld import (
     ADMISSION_RBAC,
@@ -123,7 +123,8 @@ def world(kube: KubeEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[W
         commit_apps(s, SERVER_APPS)
         world = World(s, kube)
         try:
-            world.settle()
+            with cpu_load():  # the rollout on a loaded machine (issue 47)
+                world.settle()
             yield world
         finally:
             # Its webhook (failurePolicy Fail, no pod behind it) would refuse every

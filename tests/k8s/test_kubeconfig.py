@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from convoy_batch.deployers.kubeapi import client_timeout, kubeconfig_path, load_configuration
+from convoy_batch.deployers.kubeapi import client_timeout
+from convoy_batch.deployers.kubeconfig import kubeconfig_path, load_configuration
 from convoy_batch.errors import ClusterUnavailable
 from convoy_batch.models import KubernetesTarget
 

@@ -13,7 +13,11 @@ Decided:
   HookFailed: Failed) is deleted in the sync path of the tick after the observer saw
   it so, once the last phase that names it is over for the render: started (its
   ``status.waves`` entry for the render exists) and each hook of that phase finished
-  (Current or Failed for it). A ServiceAccount hook of PreSync and PostSync thus
+  (Current or Failed for it), a phase applied by this very tick's step aside: the health
+  the observer read before the sync is that of objects this tick may have created or
+  created again (a hook phase applied again after a sync that failed half-way, its Job
+  re-created), so such a phase is over at the earliest on the next tick, as the wave
+  gate holds a phase just applied. A ServiceAccount hook of PreSync and PostSync thus
   outlives the PostSync Job that uses it; a hook of one phase waits for the others of
   its phase, as Helm deletes a phase's hooks once the phase succeeded. A SyncFail hook,
   no phase of a sync, is judged by its own health alone.
@@ -24,7 +28,7 @@ Decided:
 """
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from convoy_batch.deployers.base import Deployer, Manifest
 from convoy_batch.engine.stages.act import Record, carry_out
@@ -110,13 +114,21 @@ def _ended(entry: InventoryEntry | None, render_ref: str) -> bool:
 
 
 def _done_phases(
-    render: Render, inventory: ReleaseInventory, waves: Sequence[WaveStatus]
+    render: Render,
+    inventory: ReleaseInventory,
+    waves: Sequence[WaveStatus],
+    applied: Collection[Phase],
 ) -> set[Phase]:
-    """The hook phases of R that are over: started for R (a ``status.waves`` entry) with
-    each of their hooks finished for R. SyncFail, applied once when a sync failed and no
+    """The hook phases of R that are over: started for R (a ``status.waves`` entry), not
+    applied by this tick (``applied``: its health predates what was just sent), with each
+    of their hooks finished for R. SyncFail, applied once when a sync failed and no
     phase of it, always is."""
     by_id = {e.key.identity(): e for e in inventory.entries}
-    started = {w.wave for w in waves if w.render_ref == render.ref and isinstance(w.wave, str)}
+    started = {
+        w.wave
+        for w in waves
+        if w.render_ref == render.ref and isinstance(w.wave, str) and w.wave not in applied
+    }
     done: set[Phase] = {SYNC_FAIL}
     for phase in started:
         if all(_ended(by_id.get(o.key.identity()), render.ref) for o in render.by_phase(phase)):
@@ -148,17 +160,18 @@ def delete_finished_hooks(
     render: Render,
     record: Record,
     waves: Sequence[WaveStatus],
+    applied: Collection[Phase] = (),
 ) -> tuple[ReleaseInventory, tuple[str, ...]]:
     """Mark and delete the render's hooks whose delete policy matches their health once
     the last phase naming them is over for it (``waves``: the status's, telling which
-    phases started; see module doc); returns the inventory and the errors of deletes
-    that failed."""
+    phases started; ``applied``: the phases this tick's step applied, none of them over
+    yet; see module doc); returns the inventory and the errors of deletes that failed."""
     policies = {
         o.key.identity(): (o.delete_when, o.phases[-1]) for o in render.objects if o.delete_when
     }
     if not policies:
         return inventory, ()
-    done = _done_phases(render, inventory, waves)
+    done = _done_phases(render, inventory, waves, applied)
     entries = tuple(
         e.model_copy(update={"hook_deleted": True}) if _finished(e, render, policies, done) else e
         for e in inventory.entries

@@ -168,7 +168,9 @@ def stage_sync(
             acted.failure, rollout=expected.rollout, render=expected.render, applied=acted.sent
         )
         return outcome, after
-    after, errors = delete_finished_hooks(deployer, after, render, record, expected.waves or ())
+    after, errors = delete_finished_hooks(
+        deployer, after, render, record, expected.waves or (), step.phases or ()
+    )
     errors = acted.errors + errors
     if errors:
         return replace(expected, reason=Reason.PRUNE_FAILED, message=errors[0]), after
