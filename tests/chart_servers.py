@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from tests.renderer_tools import installed
+from tests.support.needs import require
 
 _STARTUP_S = 20.0
 _PATH = os.environ.get("PATH", os.defpath)  # the machine's, before a test narrows it
@@ -147,6 +148,7 @@ class OciRegistry:
     def __init__(
         self, program: str, helm: str, folder: Path, login: tuple[str, str] | None = None
     ) -> None:
+        require("registry")
         self.program = program
         self.helm = helm
         self.folder = folder

@@ -19,6 +19,7 @@ import pytest
 
 from tests.chart_servers import free_port
 from tests.renderer_tools import installed
+from tests.support.needs import require
 
 GAUGE = "http_success_ratio"
 
@@ -118,6 +119,7 @@ class Prometheus:
     its data in ``folder``."""
 
     def __init__(self, binary: str, exporter: Exporter, folder: Path) -> None:
+        require("prometheus")
         folder.mkdir(parents=True)
         config = folder / "prometheus.yml"
         config.write_text(

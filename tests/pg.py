@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from tests.support.needs import require
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "pg-testenv"
 START_TIMEOUT = 120
 
@@ -85,6 +87,7 @@ class PgServer:
 
 def start(folder: Path) -> PgServer:
     """``scripts/pg-testenv start folder`` on a free port; PgUnavailable when it cannot."""
+    require("postgres")
     if not SCRIPT.exists():
         raise PgUnavailable(f"{SCRIPT} is missing")
     env = {**os.environ, "CONVOY_PG_PORT": "auto"}

@@ -10,7 +10,7 @@ import pytest
 
 from convoy_batch.engine.stages.render import capabilities, resolve_cluster
 from convoy_batch.engine.tick import Tick
-from tests.renderer_tools import Tools, real_helm
+from tests.renderer_tools import Tools
 from tests.scenario import FAILURE_POLICY, T0, Scenario
 from tests.test_renderers import last_attempt, release
 
@@ -63,15 +63,6 @@ def chart_repo(s: Scenario, name: str = "web", extra: str = FAILURE_POLICY) -> N
     files: dict[str, str | None] = {f"apps/{name}/{k}": v for k, v in CHART.items()}
     files[f"releases/{name}.yaml"] = release(name, f"apps/{name}", HELM, extra)
     s.commit(files, f"{name} chart")
-
-
-@pytest.fixture
-def helm_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Tools:
-    """The test's PATH with the real helm on it, each call noted."""
-    path = real_helm()
-    tools = Tools(tmp_path / "bin", monkeypatch)
-    tools.recorded("helm", path)
-    return tools
 
 
 def migrated(s: Scenario, name: str = "web") -> None:

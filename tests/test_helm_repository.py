@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.chart_servers import HttpChartRepo, OciRegistry, docker_registry
+from tests.chart_servers import HttpChartRepo, OciRegistry
 from tests.renderer_tools import Tools, real_helm
 from tests.scenario import FAILURE_POLICY, Scenario
 from tests.test_renderers import last_attempt
@@ -51,13 +51,6 @@ def release(repository: str, version: str, extra: str = "", spec: str = FAILURE_
 
 
 @pytest.fixture
-def helm_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Tools:
-    tools = Tools(tmp_path / "bin", monkeypatch)
-    tools.recorded("helm", real_helm())
-    return tools
-
-
-@pytest.fixture
 def http_repo(tmp_path: Path, helm_tools: Tools) -> Iterator[HttpChartRepo]:
     repo = HttpChartRepo(real_helm(), tmp_path / "charts")
     repo.start()
@@ -66,11 +59,8 @@ def http_repo(tmp_path: Path, helm_tools: Tools) -> Iterator[HttpChartRepo]:
 
 
 @pytest.fixture
-def registry(tmp_path: Path, helm_tools: Tools) -> Iterator[OciRegistry]:
-    found = OciRegistry(docker_registry(), real_helm(), tmp_path / "registry")
-    found.start()
-    yield found
-    found.stop()
+def registry(registries: Callable[..., OciRegistry]) -> OciRegistry:
+    return registries("registry")
 
 
 def digest(archive: Path) -> str:
@@ -300,11 +290,14 @@ def test_a_damaged_archive_in_the_state_directory_is_fetched_again_before_a_rend
 
 
 def test_basic_auth_to_an_oci_registry_comes_from_the_credentials_file(
-    scenario: Scenario, tmp_path: Path, helm_tools: Tools, monkeypatch: pytest.MonkeyPatch
+    scenario: Scenario,
+    tmp_path: Path,
+    helm_tools: Tools,
+    registries: Callable[..., OciRegistry],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     s = scenario
-    found = OciRegistry(docker_registry(), real_helm(), tmp_path / "reg", ("reader", PASSWORD))
-    found.start()
+    found = registries("reg", ("reader", PASSWORD))
     try:
         found.push(chart("0.1.0"))
         secrets = tmp_path / "state"

@@ -46,6 +46,7 @@ ALLOWED = {
     "itertools",
     "operator",
     "re",
+    "types",
     "typing",
     "convoy_batch.models",
     "convoy_batch.names",

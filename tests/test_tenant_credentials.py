@@ -25,7 +25,7 @@ from convoy_batch.renderers import process
 from convoy_batch.renderers.sops import sops_path
 from convoy_batch.state.operator_files import allowed_credential, release_matches, url_matches
 from convoy_batch.timefmt import format_time
-from tests.chart_servers import HttpChartRepo, OciRegistry, docker_registry
+from tests.chart_servers import HttpChartRepo, OciRegistry
 from tests.metrics_servers import Recorder
 from tests.renderer_tools import Tools, real_helm
 from tests.scenario import CONFIGMAP, DEPLOYMENT, FAILURE_POLICY, T0, Result, Scenario
@@ -180,13 +180,6 @@ def operator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Operator:
     return Operator(tmp_path / "operator", monkeypatch)
 
 
-@pytest.fixture
-def helm_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Tools:
-    tools = Tools(tmp_path / "bin", monkeypatch)
-    tools.recorded("helm", real_helm())
-    return tools
-
-
 def forms(secret: str) -> list[str]:
     """The secret as it may be written: as is, base64 (a Secret's ``data``), and in a
     basic ``Authorization`` header."""
@@ -321,13 +314,15 @@ def test_a_chart_in_git_cannot_send_the_password_to_a_dependency_repository_of_i
 
 
 def test_a_release_cannot_send_the_registry_password_to_a_registry_of_its_own(
-    scenario: Scenario, operator: Operator, tmp_path: Path, helm_tools: Tools
+    scenario: Scenario,
+    operator: Operator,
+    helm_tools: Tools,
+    registries: Callable[..., OciRegistry],
 ) -> None:
     s = scenario
     password = planted("registry-password")
-    ours = OciRegistry(docker_registry(), real_helm(), tmp_path / "registry", (USER, password))
     theirs = Recorder()  # where the tenant's registry would be: it records any request
-    ours.start()
+    ours = registries("registry", (USER, password))
     try:
         ours.push(chart())
         operator.basic("registry", password, [ours.url], ["releases/*.yaml"])

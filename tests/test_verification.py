@@ -21,6 +21,7 @@ from convoy_batch.ticks.wakeups import work_waiting
 from convoy_batch.timefmt import format_time
 from tests.metrics_servers import Exporter, Prometheus, prometheus_binary
 from tests.scenario import FAILURE_POLICY, PROJECT, T0, Result, Scenario
+from tests.support.needs import needs
 
 
 class Endpoint:
@@ -337,6 +338,7 @@ def test_a_measurement_due_wakes_its_release_between_its_intervals(
 
 
 @pytest.fixture
+@needs("prometheus")
 def prometheus(tmp_path: Path) -> Iterator[tuple[Exporter, Prometheus]]:
     binary = prometheus_binary()
     exporter = Exporter()

@@ -25,8 +25,13 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeEnv]:
 
 
 @pytest.fixture
-def kscenario(kube: KubeEnv, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> KubeScenario:
-    return KubeScenario(kube, tmp_path, capsys)
+def kscenario(
+    kube: KubeEnv,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
+) -> KubeScenario:
+    return KubeScenario(kube, tmp_path, capsys, request.node.nodeid.split("[")[0])
 
 
 @pytest.fixture(scope="session")

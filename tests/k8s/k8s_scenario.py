@@ -27,9 +27,13 @@ def kube_cluster(kubeconfig: Path) -> str:
 
 
 class KubeScenario(Scenario):
-    def __init__(self, kube: KubeEnv, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def __init__(
+        self, kube: KubeEnv, tmp_path: Path, capsys: pytest.CaptureFixture[str], test: str
+    ) -> None:
         super().__init__(tmp_path, capsys)
         self.kube = kube
+        self.test = test
+        """The test's id without its parameters (its parameters may share namespaces)."""
         self.operator = tmp_path / "operator"
         """Where a test places kubeconfigs of its own (the operator's: outside the repository)."""
         self.operator.mkdir()
@@ -39,6 +43,8 @@ class KubeScenario(Scenario):
     def app(self, name: str = "web", *, own_namespace: bool = True, **kwargs: Any) -> str:
         """``own_namespace``: the render holds its Namespace (else the namespace must
         exist, or the Release creates it)."""
+        owner = self.kube.owners.setdefault(name, self.test)
+        assert owner == self.test, f"namespace {name!r} is {owner}'s on this server"
         extra = {"namespace.yaml": NAMESPACE} if own_namespace else {}
         return super().app(name, extra={**extra, **kwargs.pop("extra", {})}, **kwargs)
 

@@ -32,11 +32,11 @@ def test_a_public_chart_renders_the_autoscaling_version_the_server_serves_and_sy
     assert result.code == 0, result.err
     live = client.CustomObjectsApi(kscenario.kube.api)
     name, namespace = "ingress-nginx-controller", INGRESS_NGINX.name
-    hpa = live.get_namespaced_custom_object(
-        "autoscaling", "v2beta2", namespace, "horizontalpodautoscalers", name
-    )
-    assert hpa["spec"]["minReplicas"] == 2
-    pdb = live.get_namespaced_custom_object(
-        "policy", "v1beta1", namespace, "poddisruptionbudgets", name
-    )
-    assert pdb["metadata"]["name"] == name
+    hpa = ("autoscaling", "v2beta2", namespace, "horizontalpodautoscalers", name)
+    pdb = ("policy", "v1beta1", namespace, "poddisruptionbudgets", name)
+    try:
+        assert live.get_namespaced_custom_object(*hpa)["spec"]["minReplicas"] == 2
+        assert live.get_namespaced_custom_object(*pdb)["metadata"]["name"] == name
+    finally:  # the realworld tests roll ingress-nginx out in this namespace of the server
+        live.delete_namespaced_custom_object(*hpa)  # else it scales their Deployment to 2
+        live.delete_namespaced_custom_object(*pdb)

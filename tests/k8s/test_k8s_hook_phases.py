@@ -197,11 +197,11 @@ def admission_rbac(s: KubeScenario) -> set[str]:
         "Role": rbac.read_namespaced_role,
         "RoleBinding": rbac.read_namespaced_role_binding,
     }
-    return {kind for kind, read in reads.items() if read_or_none(read, "admission", "hooked")}
+    return {kind for kind, read in reads.items() if read_or_none(read, "admission", "admitted")}
 
 
 def job_complete(s: KubeScenario, name: str) -> bool:
-    job = read_or_none(s.kube.batch.read_namespaced_job, name, "hooked")
+    job = read_or_none(s.kube.batch.read_namespaced_job, name, "admitted")
     return job is not None and any(
         c.type == "Complete" and c.status == "True" for c in job.status.conditions or []
     )
@@ -213,27 +213,27 @@ def test_helm_rbac_hooks_of_pre_and_post_install_outlive_the_running_post_instal
     s = kscenario
     extra = {"admission.yaml": ADMISSION, "create.yaml": helm_job("create", "pre-install")}
     extra["patch.yaml"] = helm_job("patch", "post-install,post-upgrade")
-    s.app("hooked", extra=extra)
+    s.app("admitted", extra=extra)
     every = {"ServiceAccount", "Role", "RoleBinding"}
-    assert s.reconcile("hooked", minutes=0).code == 0
+    assert s.reconcile("admitted", minutes=0).code == 0
     assert admission_rbac(s) == every
-    s.kube.job_succeeded("hooked", "create")
+    s.kube.job_succeeded("admitted", "create")
 
     with cpu_load():
         for minute in range(1, 6):  # the post-install Job runs: nothing completes it
-            result = s.reconcile("hooked", minutes=minute)
+            result = s.reconcile("admitted", minutes=minute)
             assert result.code == 0, result.err
-            assert read_or_none(s.kube.batch.read_namespaced_job, "patch", "hooked") is not None
+            assert read_or_none(s.kube.batch.read_namespaced_job, "patch", "admitted") is not None
             assert not job_complete(s, "patch")
             assert admission_rbac(s) == every, f"tick {minute}"
-            s.kube.run_pods("hooked", "job-name=patch")  # running, not done
+            s.kube.run_pods("admitted", "job-name=patch")  # running, not done
     assert [verb for _, verb in writes(s, "admission", "serviceaccounts")] == ["patch"]
 
     completing = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    s.kube.job_succeeded("hooked", "patch")  # returns once the server says Complete
-    assert s.reconcile("hooked", minutes=6).code == 0
+    s.kube.job_succeeded("admitted", "patch")  # returns once the server says Complete
+    assert s.reconcile("admitted", minutes=6).code == 0
     eventually(lambda: admission_rbac(s) == set(), "the admission hooks deleted")
-    assert s.reconcile("hooked", minutes=7).code == 0
+    assert s.reconcile("admitted", minutes=7).code == 0
     assert admission_rbac(s) == set()  # not created again for this render
     deletes = [when for when, verb in writes(s, "admission", "serviceaccounts") if verb == "delete"]
     assert len(deletes) == 1 and deletes[0] > completing, (completing, deletes)

@@ -119,7 +119,7 @@ def world(kube: KubeEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[W
         tools = Tools(folder / "bin", mp)
         (tools.bin / "helm").symlink_to(helm)
         mp.setenv("CONVOY_KUBECTL", kubectl)
-        s = ModuleScenario(kube, folder, cast(pytest.CaptureFixture[str], None))
+        s = ModuleScenario(kube, folder, cast(pytest.CaptureFixture[str], None), __name__)
         commit_apps(s, SERVER_APPS)
         world = World(s, kube)
         try:

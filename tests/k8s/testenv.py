@@ -9,13 +9,15 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+
+from tests.support.needs import require
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "k8s-testenv"
 START_TIMEOUT = 240
@@ -49,6 +51,9 @@ class KubeEnv:
     folder: Path
     kubeconfig: Path
     env: dict[str, str]
+    owners: dict[str, str] = field(default_factory=dict)
+    """Each namespace a test's Release took on this shared server, and the test: a
+    second test's Release of the same name would find the first one's objects there."""
 
     def __post_init__(self) -> None:
         self.api = config.new_client_from_config(config_file=str(self.kubeconfig))
@@ -127,6 +132,7 @@ class KubeEnv:
 
 
 def start(folder: Path) -> KubeEnv:
+    require("k8s")
     if not SCRIPT.exists():
         unavailable(f"{SCRIPT} is missing")
     env = dict(os.environ)
