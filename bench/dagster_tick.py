@@ -42,7 +42,7 @@ from tick import T0, build_repo, measure  # bench/tick.py, next to this script
 from convoy_batch.assets import ConvoyResource, tick_job, tick_run_config
 from convoy_batch.ticks.runner import run_tick
 from convoy_batch.timefmt import format_time
-from tests import pg
+from tests.support import pg
 
 FIRST, WARM, QUIET = 0, 1, 2  # minutes after T0
 

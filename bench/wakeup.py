@@ -59,7 +59,7 @@ from convoy_batch.definitions import WAKEUP_INTERVAL_SECONDS
 from convoy_batch.deployers.directory import DirectoryDeployer, dump, load
 from convoy_batch.models import ObjectKey
 from convoy_batch.state.locks import Locks
-from tests.test_dagster_dev import free_port, get, stop_group
+from tests.dagster.test_dagster_dev import free_port, get, stop_group
 
 PROJECT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")

@@ -416,8 +416,8 @@ def judged_materialization(record: dg.EventLogRecord) -> Any:
     """What a check result logged from an op names as the materialization it judges
     (Dagster counts a partition's check only when its result targets the partition's
     latest materialization). The project's one import of Dagster's private API: dagster
-    1.13 does not export the type; ``tests/test_dagster_definitions.py`` fails when it
-    moves or changes."""
+    1.13 does not export the type; ``tests/dagster/test_dagster_definitions.py`` fails when
+    it moves or changes."""
     from dagster._core.definitions.asset_checks.asset_check_evaluation import (
         AssetCheckEvaluationTargetMaterializationData,
     )
@@ -447,7 +447,7 @@ def mark_failed(context: dg.OpExecutionContext, changed: Sequence[Handled]) -> N
     ``changed`` that is at a glance failed: with the run failing (:func:`fail_on_alarms`),
     Dagster counts the partition failed (see module doc). The planned event is Dagster's
     private API (1.13 exports no way for an op to say an asset partition failed);
-    ``tests/test_dagster_ui.py`` reads the partition statuses it gives."""
+    ``tests/dagster/test_dagster_ui.py`` reads the partition statuses it gives."""
     failed = [h.name for h in changed if glance(h.status) is Glance.FAILED]
     if not failed:
         return

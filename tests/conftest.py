@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tests import pg
-from tests.chart_servers import OciRegistry, docker_registry
-from tests.renderer_tools import Tools, real_helm
-from tests.scenario import Scenario
-from tests.support import needs
+from tests.support import needs, pg, workers
+from tests.support.chart_servers import OciRegistry, docker_registry
+from tests.support.renderer_tools import Tools, real_helm
+from tests.support.scenario import Scenario
 
 TESTS = Path(__file__).parent
 
@@ -22,11 +21,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each test's markers from its folder and fixtures (:mod:`tests.support.needs`)."""
+    """Each test's markers from its folder and fixtures (:mod:`tests.support.needs`), then
+    its group and place for the workers (:mod:`tests.support.workers`)."""
     for item in items:
         folders = item.path.relative_to(TESTS).parts[:-1]
         for marker in sorted(needs.markers_of(item, folders)):
             item.add_marker(marker)
+    workers.schedule(items)
 
 
 @pytest.hookimpl(wrapper=True)

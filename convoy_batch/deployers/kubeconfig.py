@@ -35,13 +35,6 @@ def kubeconfig_path(target: KubernetesTarget, base: Path) -> str:
     return env if env else str(Path("~/.kube/config").expanduser())
 
 
-def environment_kubeconfigs() -> tuple[Path, ...]:
-    """The operator's own kubeconfigs: the files ``$KUBECONFIG`` lists, and
-    ``~/.kube/config``."""
-    listed = os.environ.get("KUBECONFIG", "").split(os.pathsep)
-    return (*(Path(f) for f in listed if f), Path("~/.kube/config").expanduser())
-
-
 def load_configuration(target: KubernetesTarget, base: Path, where: str) -> Any:
     """The client configuration for the target's kubeconfig and context (ClusterUnavailable,
     one line naming the file as ``<state>/...`` when it is in ``base``, the state

@@ -41,7 +41,6 @@ from convoy_batch.deployers.directory import (
     in_own_default,
     written_path,
 )
-from convoy_batch.deployers.kubeconfig import environment_kubeconfigs
 from convoy_batch.errors import ClusterNotFound
 from convoy_batch.models import Cluster, Model
 from convoy_batch.state.operator_files import operator_path, read_operator_file, shown
@@ -69,12 +68,23 @@ WRITTEN = (
     "last-tick.json",  # engine/retire.py
     "unpushed.bundle",  # repo/clone.py
 )
-"""What convoy-batch writes in the state directory (tests/test_tenant_clusters.py checks
-that a tick writes nothing else), by name: no kubeconfig is ever read from any of them."""
+"""What convoy-batch writes in the state directory (tests/security/test_tenant_clusters.py
+checks that a tick writes nothing else), by name: no kubeconfig is ever read from any of
+them."""
 TEMPORARY_PREFIXES = ("convoy-exports-", "convoy-render-", "convoy-chart-", "convoy-sops-")
 """How the folders convoy-batch makes in the system's temporary folder begin (exported
 sources, a render's scratch, a chart's, a SOPS home): every ``prefix=`` of the package's
-temporary folders (tests/test_tenant_clusters.py checks the list is whole)."""
+temporary folders (tests/security/test_tenant_clusters.py checks the list is whole)."""
+
+
+def environment_kubeconfigs() -> tuple[Path, ...]:
+    """The operator's own kubeconfigs: the files ``$KUBECONFIG`` lists, and
+    ``~/.kube/config``. (Loaded by :mod:`convoy_batch.deployers.kubeconfig`, which this
+    module does not import: a tick of directory Clusters never loads the Kubernetes
+    client.)"""
+    listed = os.environ.get("KUBECONFIG", "").split(os.pathsep)
+    return (*(Path(f) for f in listed if f), Path("~/.kube/config").expanduser())
+
 
 HOW = (
     "a named kubeconfig must be one the operator placed: in the state directory (named "

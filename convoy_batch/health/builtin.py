@@ -19,7 +19,7 @@ its order; the first that decides wins:
 6. otherwise                                   -> Current
 
 The few places where a rule departs from kstatus on purpose are listed, each with its
-reason, in the README's Decisions; ``tests/test_kstatus_conformance.py`` replays
+reason, in the README's Decisions; ``tests/rollout/test_kstatus_conformance.py`` replays
 kstatus's own table cases and marks those rows.
 """
 

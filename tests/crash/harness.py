@@ -34,7 +34,7 @@ import pytest
 import yaml
 
 from convoy_batch.timefmt import format_time
-from tests.scenario import (
+from tests.support.scenario import (
     CONFIGMAP,
     DEPLOYMENT,
     FAILURE_POLICY,

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.crash import harness as h
-from tests.scenario import FAILURE_POLICY, Scenario
+from tests.support.scenario import FAILURE_POLICY, Scenario
 
 pytestmark = pytest.mark.crash
 

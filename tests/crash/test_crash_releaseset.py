@@ -33,7 +33,7 @@ import yaml
 
 from tests.crash import harness as h
 from tests.crash.test_crash_points import chosen_points
-from tests.scenario import CONFIGMAP, DEPLOYMENT, Scenario
+from tests.support.scenario import CONFIGMAP, DEPLOYMENT, Scenario
 
 pytestmark = pytest.mark.crash
 

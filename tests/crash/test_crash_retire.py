@@ -38,7 +38,7 @@ from pathlib import Path
 import pytest
 
 from tests.crash import harness as h
-from tests.scenario import Scenario
+from tests.support.scenario import Scenario
 
 pytestmark = pytest.mark.crash
 

@@ -21,8 +21,8 @@ import pytest
 
 from tests.crash import harness as h
 from tests.crash.test_crash_points import chosen_points
-from tests.scenario import Scenario
-from tests.test_verification import Endpoint, verification
+from tests.engine.test_verification import Endpoint, verification
+from tests.support.scenario import Scenario
 
 pytestmark = pytest.mark.crash
 

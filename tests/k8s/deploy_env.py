@@ -12,7 +12,7 @@ from dagster_k8s import K8sRunLauncher
 
 from convoy_batch.deployers.kubeapi import KubeApi
 from tests.k8s.testenv import KubeEnv
-from tests.scenario import PROJECT
+from tests.support.scenario import PROJECT
 
 DEPLOY = PROJECT / "deploy"
 NAMESPACE = "convoy-batch"

@@ -1,4 +1,4 @@
-"""The scenario harness of ``tests/scenario.py`` with a Kubernetes Cluster: the GitOps
+"""The scenario harness of ``tests/support/scenario.py`` with a Kubernetes Cluster: the GitOps
 repository's Cluster points at the session's real API server. Each test uses its own
 Release names, so its own namespaces, on the shared server. The operator's
 ``kubeconfigs.yaml`` allows the server's folder and :attr:`KubeScenario.operator`."""
@@ -14,7 +14,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from tests.k8s.testenv import KubeEnv
-from tests.scenario import Scenario
+from tests.support.scenario import Scenario
 
 NAMESPACE = "apiVersion: v1\nkind: Namespace\nmetadata: {name: ${namespace}}\n"
 

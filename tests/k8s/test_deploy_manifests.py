@@ -19,7 +19,7 @@ from kubernetes.client.rest import ApiException
 from convoy_batch.assets import tick_job
 from tests.k8s.deploy_env import DAEMON_ENV, DEPLOY, dry_run_apply, launcher_config
 from tests.k8s.testenv import KubeEnv
-from tests.renderer_tools import kustomize_kubectl
+from tests.support.renderer_tools import kustomize_kubectl
 
 
 def shipped_objects() -> list[dict[str, Any]]:

@@ -11,8 +11,8 @@ import pytest
 from kubernetes import client
 
 from tests.k8s.k8s_scenario import KubeScenario
-from tests.realworld import INGRESS_NGINX, commit_apps
-from tests.renderer_tools import Tools, real_helm
+from tests.support.realworld import INGRESS_NGINX, commit_apps
+from tests.support.renderer_tools import Tools, real_helm
 
 VALUES = (
     "{controller: {autoscaling: {enabled: true, minReplicas: 2, maxReplicas: 3},"

@@ -13,7 +13,7 @@ from kubernetes.client.exceptions import ApiException
 from convoy_batch.timefmt import format_time
 from tests.k8s.k8s_scenario import NAMESPACE, KubeScenario
 from tests.k8s.testenv import eventually
-from tests.scenario import T0, release_yaml
+from tests.support.scenario import T0, release_yaml
 
 WAVED = "  syncPolicy: {waves: {healthStrategy: Healthy, timeout: 5m}}\n"
 

@@ -11,7 +11,7 @@ from kubernetes.client.exceptions import ApiException
 from tests.k8s.k8s_scenario import KubeScenario
 from tests.k8s.test_k8s_scenarios import EXTRA_CONFIG, HOOK, server_writes
 from tests.k8s.testenv import KubeEnv, eventually
-from tests.scenario import FAILURE_POLICY
+from tests.support.scenario import FAILURE_POLICY
 
 # As found in the wild: a leading "---", ports without protocol, a named target port.
 DEPLOYMENT = """\

@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from convoy_batch.deployers import kubeapi
 from tests.k8s.k8s_scenario import KubeScenario, kube_cluster
 from tests.k8s.testenv import eventually
-from tests.scenario import FAILURE_POLICY, Result, release_yaml
+from tests.support.scenario import FAILURE_POLICY, Result, release_yaml
 
 CONVOY_KEEP = 'convoy.dev/prune: "false"'
 ARGO_KEEP = "argocd.argoproj.io/sync-options: Prune=false"

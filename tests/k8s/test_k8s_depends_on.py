@@ -9,7 +9,7 @@ import json
 from tests.k8s.k8s_scenario import NAMESPACE, KubeScenario
 from tests.k8s.test_k8s_crd_order import crd
 from tests.k8s.testenv import eventually
-from tests.scenario import FAILURE_POLICY, release_yaml
+from tests.support.scenario import FAILURE_POLICY, release_yaml
 
 GROUP = "deps.example.com"
 

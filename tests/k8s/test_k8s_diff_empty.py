@@ -4,13 +4,13 @@
 the diff, so an object applied as written shows no change, against the applied render
 and against the live cluster, right after the tick that applied it and once an automatic
 rollback holds the render; a real change beside them still does, and only it. Through
-the CLI; the directory cluster's cases are tests/test_diff_empty.py."""
+the CLI; the directory cluster's cases are tests/cli/test_diff_empty.py."""
 
 from datetime import timedelta
 
 from convoy_batch.timefmt import format_time
 from tests.k8s.k8s_scenario import KubeScenario
-from tests.scenario import DEPLOYMENT, T0
+from tests.support.scenario import DEPLOYMENT, T0
 
 EMPTY = """\
 apiVersion: v1

@@ -10,8 +10,8 @@ import subprocess
 
 from tests.k8s.k8s_scenario import KubeScenario
 from tests.k8s.test_k8s_scenarios import server_writes
-from tests.renderer_tools import debian_kubectl
-from tests.scenario import FAILURE_POLICY
+from tests.support.renderer_tools import debian_kubectl
+from tests.support.scenario import FAILURE_POLICY
 
 IGNORE_REPLICAS = FAILURE_POLICY + (
     "  drift:\n    ignore:\n    - paths: [/spec/replicas]\n      target: {kind: Deployment}\n"

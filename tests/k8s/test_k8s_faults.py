@@ -19,7 +19,7 @@ import yaml
 from tests.k8s.faultproxy import Fault, FaultProxy, applies, proxy_kubeconfig
 from tests.k8s.k8s_scenario import KubeScenario, kube_cluster
 from tests.k8s.testenv import KubeEnv
-from tests.scenario import FAILURE_POLICY, Result, release_yaml
+from tests.support.scenario import FAILURE_POLICY, Result, release_yaml
 
 TIMEOUT = 3.0  # the client time-out of the faulted ticks (CONVOY_K8S_TIMEOUT), seconds
 MARGIN = 12.0  # seconds a tick may take beyond one time-out (a process, git, renders)

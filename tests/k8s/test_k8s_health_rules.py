@@ -8,10 +8,10 @@ from typing import Any
 
 from kubernetes import client
 
+from tests.engine.test_health_rule_scenarios import health_checks, ready, widget_files
 from tests.k8s.k8s_scenario import KubeScenario, kube_cluster
 from tests.k8s.testenv import KubeEnv, eventually
-from tests.scenario import FAILURE_POLICY
-from tests.test_health_rule_scenarios import health_checks, ready, widget_files
+from tests.support.scenario import FAILURE_POLICY
 
 
 def create_widget_crd(kube: KubeEnv, group: str) -> None:

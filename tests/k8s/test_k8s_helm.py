@@ -15,9 +15,9 @@ from convoy_batch.engine.tick import Tick
 from convoy_batch.models import Release
 from convoy_batch.renderers import render_inputs
 from tests.k8s.k8s_scenario import KubeScenario
-from tests.renderer_tools import Tools, real_helm
-from tests.scenario import FAILURE_POLICY, T0
-from tests.test_helm import chart_repo
+from tests.renderers.test_helm import chart_repo
+from tests.support.renderer_tools import Tools, real_helm
+from tests.support.scenario import FAILURE_POLICY, T0
 
 CREATE_NAMESPACE = "  syncPolicy: {createNamespace: true}\n" + FAILURE_POLICY
 

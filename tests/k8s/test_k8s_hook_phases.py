@@ -28,8 +28,8 @@ from convoy_batch.models import (
 )
 from tests.k8s.k8s_scenario import KubeScenario, cpu_load
 from tests.k8s.testenv import eventually
-from tests.scenario import FAILURE_POLICY
-from tests.test_render import run
+from tests.rollout.test_render import run
+from tests.support.scenario import FAILURE_POLICY
 
 WAVED = "  syncPolicy: {waves: {healthStrategy: Healthy, timeout: 5m}}\n"
 

@@ -6,9 +6,9 @@ import pytest
 from kubernetes import client
 
 from tests.k8s.k8s_scenario import KubeScenario
-from tests.renderer_tools import Tools, kustomize_kubectl
-from tests.scenario import FAILURE_POLICY
-from tests.test_renderers import check_kustomize_v5_render, kustomize_v5_repo
+from tests.renderers.test_renderers import check_kustomize_v5_render, kustomize_v5_repo
+from tests.support.renderer_tools import Tools, kustomize_kubectl
+from tests.support.scenario import FAILURE_POLICY
 
 
 def test_an_overlay_written_for_kustomize_v5_rolls_out_on_a_real_server(

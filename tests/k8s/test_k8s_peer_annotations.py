@@ -13,7 +13,7 @@ from convoy_batch.timefmt import format_time
 from tests.k8s.k8s_scenario import KubeScenario
 from tests.k8s.test_k8s_scenarios import server_writes
 from tests.k8s.testenv import eventually
-from tests.scenario import T0
+from tests.support.scenario import T0
 
 MIGRATE = """\
 ---

@@ -22,7 +22,7 @@ from convoy_batch.models import ANNOTATION_RENDER
 from convoy_batch.state.caches import ParseCache
 from tests.k8s.k8s_scenario import KubeScenario
 from tests.k8s.testenv import KubeEnv
-from tests.realworld import (
+from tests.support.realworld import (
     KUBE_STATE_METRICS,
     App,
     Write,
@@ -33,7 +33,7 @@ from tests.realworld import (
     release_yaml,
     states,
 )
-from tests.renderer_tools import Tools, real_helm
+from tests.support.renderer_tools import Tools, real_helm
 
 SHAPES = App("shapes", "", "{type: Helm, releaseName: shapes}")
 SHAPES_CHART = {

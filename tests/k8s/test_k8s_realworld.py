@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from convoy_batch.deployers import kubeapi
 from tests.k8s.k8s_scenario import KubeScenario, cpu_load
 from tests.k8s.testenv import KubeEnv
-from tests.realworld import (
+from tests.support.realworld import (
     ADMISSION_RBAC,
     BAD_TAG,
     INGRESS_NGINX,
@@ -42,8 +42,8 @@ from tests.realworld import (
     states,
     status_commits,
 )
-from tests.renderer_tools import Tools, kustomize_kubectl, real_helm
-from tests.scenario import Result
+from tests.support.renderer_tools import Tools, kustomize_kubectl, real_helm
+from tests.support.scenario import Result
 
 
 class ModuleScenario(KubeScenario):

@@ -31,7 +31,7 @@ from tests.k8s.faultproxy import Fault, FaultProxy, lists, proxy_kubeconfig, thr
 from tests.k8s.k8s_scenario import NAMESPACE, KubeScenario, kube_cluster
 from tests.k8s.test_k8s_crd_order import crd, server_conditions
 from tests.k8s.testenv import KubeEnv, eventually
-from tests.scenario import Result, release_yaml
+from tests.support.scenario import Result, release_yaml
 
 UNAVAILABLE = "ClusterUnavailable"
 

@@ -19,7 +19,7 @@ from convoy_batch.deployers import kubeapi, kubernetes
 from convoy_batch.models import Cluster, ObjectKey
 from tests.k8s.k8s_scenario import KubeScenario, kube_cluster
 from tests.k8s.testenv import eventually
-from tests.scenario import FAILURE_POLICY
+from tests.support.scenario import FAILURE_POLICY
 
 CRD = """\
 apiVersion: apiextensions.k8s.io/v1

@@ -8,8 +8,16 @@ from pathlib import Path
 
 from tests.k8s.k8s_scenario import NAMESPACE, KubeScenario
 from tests.k8s.test_k8s_scenarios import server_writes
-from tests.scenario import CONFIGMAP, DEPLOYMENT, FAILURE_POLICY
-from tests.test_sops import PASSWORD, SECRETS, TOKEN, age_key, encrypt, holders, secret_yaml
+from tests.renderers.test_sops import (
+    PASSWORD,
+    SECRETS,
+    TOKEN,
+    age_key,
+    encrypt,
+    holders,
+    secret_yaml,
+)
+from tests.support.scenario import CONFIGMAP, DEPLOYMENT, FAILURE_POLICY
 
 
 def release(name: str) -> str:

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.engine.test_verification import SMOKE, Endpoint, job_spec, verification
 from tests.k8s.k8s_scenario import KubeScenario
-from tests.test_verification import SMOKE, Endpoint, job_spec, verification
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from kubernetes import client
 
 from tests.k8s.k8s_scenario import KubeScenario
 from tests.k8s.test_k8s_scenarios import server_writes
-from tests.wild import GUESTBOOK, change, shop
+from tests.support.wild import GUESTBOOK, change, shop
 
 
 def commit_app(

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.k8s.k8s_scenario import KubeScenario, kube_cluster
-from tests.scenario import Result, release_yaml
+from tests.support.scenario import Result, release_yaml
 
 NOW = "2026-11-29T12:00:00Z"
 

@@ -14,9 +14,9 @@ from kubernetes.client.rest import ApiException
 
 from convoy_batch.definitions import build_definitions
 from convoy_batch.sharded import IO_DIR_ENV, JOB, sharded_run_config, sharded_tick_job
+from tests.dagster.test_dagster_postgres import _quiet_beta_warnings
 from tests.k8s.deploy_env import DAEMON_ENV, launcher_config
 from tests.k8s.testenv import KubeEnv
-from tests.test_dagster_postgres import _quiet_beta_warnings
 
 __all__ = ["_quiet_beta_warnings"]  # the fixture: the definitions' sensors warn of beta parameters
 

@@ -1,0 +1,1 @@
+"""The read-only commands and the README's commands as written."""

@@ -1,0 +1,1 @@
+"""The Dagster layer: definitions, instances, dagster dev and the UI."""

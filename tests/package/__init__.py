@@ -1,0 +1,1 @@
+"""The package's shape: layers, imports, the pure core, the test markers."""

@@ -1,0 +1,1 @@
+"""Renderers and sources: Helm, Kustomize, Jsonnet, SOPS, public content."""

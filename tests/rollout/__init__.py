@@ -1,0 +1,1 @@
+"""The pure decisions (convoy_batch/rollout/) and the models they read."""

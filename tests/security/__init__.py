@@ -1,0 +1,1 @@
+"""What whoever can commit cannot do (docs/security.md)."""

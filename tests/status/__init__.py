@@ -1,0 +1,1 @@
+"""The stores: the state directory and the status files in git."""

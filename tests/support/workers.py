@@ -1,0 +1,46 @@
+"""How ``make test`` spreads the suite over its workers (pytest-xdist, ``--dist
+loadgroup``), set at collection by ``tests/conftest.py``:
+
+- the tests of a module that share a fixture of module, package or class scope (a rollout
+  of every public chart, a started webserver) are one group: one worker runs them all,
+  the fixture made once;
+- every other test goes alone to whichever worker is free;
+- the longest go first (:data:`FIRST`): a two-minute crash test started last would run
+  alone at the end while the other workers wait.
+
+Each worker starts its own servers (the session fixtures), so tests on two workers never
+share one.
+"""
+
+import pytest
+
+SHARED_SCOPES = {"module", "package", "class"}
+
+FIRST = ("crash", "dagster", "slow", "k8s")
+"""The markers whose tests lead the order, in this order (their tests take seconds to
+minutes each; the rest, well under a second most)."""
+
+
+def group_of(item: pytest.Item) -> str | None:
+    """The module of ``item`` when it shares a fixture wider than a test, else None."""
+    info = getattr(item, "_fixtureinfo", None)
+    for definitions in info.name2fixturedefs.values() if info else ():
+        if any(definition.scope in SHARED_SCOPES for definition in definitions[-1:]):
+            return item.nodeid.split("::")[0]
+    return None
+
+
+def rank(item: pytest.Item) -> int:
+    """Where ``item`` goes in the order: the index of its first marker in :data:`FIRST`."""
+    found = [FIRST.index(m.name) for m in item.iter_markers() if m.name in FIRST]
+    return min(found, default=len(FIRST))
+
+
+def schedule(items: list[pytest.Item]) -> None:
+    """Groups ``items`` (an ``xdist_group`` marker) and puts the longest first, in place;
+    within a rank the collection's order is kept."""
+    for item in items:
+        group = group_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=rank)
