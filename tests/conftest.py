@@ -20,6 +20,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{marker}: needs {what}")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each test's markers from its folder and fixtures (:mod:`tests.support.needs`), then
     its group and place for the workers (:mod:`tests.support.workers`)."""

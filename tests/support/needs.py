@@ -67,8 +67,9 @@ def require(marker: str) -> None:
     """Fails the running test unless it carries ``marker``: called by what starts a server,
     so a test cannot reach one without its marker."""
     if _running and _running[0].get_closest_marker(marker) is None:
+        folder = f" or put the test under tests/{marker}/" if marker in FOLDERS else ""
         pytest.fail(
             f"{_running[0].nodeid} starts what '{marker}' stands for without the marker: "
-            f"put it under tests/{marker}/ or start it from a fixture under @needs({marker!r})",
+            f"start it from a fixture under @needs({marker!r}){folder}",
             pytrace=False,
         )
