@@ -282,6 +282,7 @@ def shows_notifications(project: Path) -> Check:
 
 CHECKS: dict[str, Callable[[Path], Check]] = {
     "make test": passes_the_quick_tests,
+    "make check": passes_the_quick_tests,
     f"git -C {EXAMPLE_REPO} log": times_every_line,
     "make force RELEASE=reports": forced_sync_of_reports,
     "CONVOY_REPO=$PWD/.convoy/example/repo": forced_sync_of_reports,

@@ -258,6 +258,7 @@ def crash_world(base: Path, receiver: Receiver) -> None:
     s.repo.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("point", "entries"),
     [("before-the-entries", 0), ("before-the-cursor", 2), ("before-the-send", 2)],

@@ -60,6 +60,7 @@ def two(
     return Scenario(tmp_path / "one", capsys), Scenario(tmp_path / "sharded", capsys)
 
 
+@pytest.mark.slow
 def test_a_sharded_tick_reaches_what_one_process_reaches(two: tuple[Scenario, Scenario]) -> None:
     one, sharded = two
     for s in two:
@@ -80,6 +81,7 @@ def test_a_sharded_tick_reaches_what_one_process_reaches(two: tuple[Scenario, Sc
     assert dirty.stdout == ""  # HEAD, index and working tree agree
 
 
+@pytest.mark.slow
 def test_a_higher_cluster_wave_reads_the_statuses_the_lower_wave_just_committed(
     scenario: Scenario,
 ) -> None:
@@ -103,6 +105,7 @@ def test_jobs_must_be_at_least_one(scenario: Scenario) -> None:
     assert result.code == 2 and "--jobs" in result.err
 
 
+@pytest.mark.slow
 def test_a_quiet_sharded_tick_starts_no_worker(
     scenario: Scenario, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -184,6 +184,7 @@ def test_a_failed_measurement_beyond_the_limit_rolls_back(
     assert s.status()["lastAttempted"]["message"].endswith(rollout(s)["message"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fault", "error"),
     [

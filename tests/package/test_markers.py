@@ -3,9 +3,11 @@ test that starts a server without its marker fails (tests/support/needs.py); und
 make test's workers a module that shares a fixture stays on one (tests/support/workers.py)."""
 
 import os
+import re
 
 import pytest
 
+from tests.support import needs
 from tests.support.scenario import PROJECT
 
 pytest_plugins = ["pytester"]
@@ -78,6 +80,7 @@ def test_in_the_world(world, n):
 """
 
 
+@pytest.mark.slow
 def test_a_module_that_shares_a_fixture_runs_on_one_worker_and_makes_it_once(
     inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -88,3 +91,20 @@ def test_a_module_that_shares_a_fixture_runs_on_one_worker_and_makes_it_once(
     done = inner.runpytest_subprocess("-n", "3", "--dist", "loadgroup", "-p", "no:cacheprovider")
     done.assert_outcomes(passed=9, failed=1)  # test_by_hand, as above
     assert len((inner.path / "setups.log").read_text().split()) == 1
+
+
+def documented_expressions() -> list[str]:
+    """The ``-m`` expressions of docs/contributing.md's table, in its order."""
+    text = (PROJECT / "docs" / "contributing.md").read_text()
+    table = text.split("| `-m` | Runs |\n", 1)[1].split("\n\n", 1)[0]
+    return re.findall(r"^\| `([^`]+)` \|", table, re.MULTILINE)
+
+
+def test_each_marker_expression_the_docs_show_names_markers_and_the_last_is_make_checks() -> None:
+    expressions = documented_expressions()
+    assert len(expressions) == 4, expressions
+    makefile = (PROJECT / "Makefile").read_text()
+    assert f"FAST := {expressions[-1]}\n" in makefile
+    for expression in expressions:
+        words = set(re.findall(r"[a-z0-9]+", expression)) - {"not", "and", "or"}
+        assert words and words <= needs.MARKERS.keys(), expression

@@ -42,6 +42,8 @@ from tests.support.realworld import (
 from tests.support.renderer_tools import Tools, kustomize_kubectl, real_helm
 from tests.support.scenario import Result, Scenario
 
+pytestmark = pytest.mark.slow  # every public chart rendered and rolled out
+
 CRDS = "customresourcedefinition.apiextensions.k8s.io"
 
 

@@ -47,6 +47,7 @@ def test_a_document_whose_aliases_expand_it_past_32_mi_characters_is_refused() -
         documents(one_mib_used(32), "f.yaml")
 
 
+@pytest.mark.slow
 def test_a_render_of_the_most_objects_renders_and_one_more_is_refused() -> None:
     assert len(run({"app/a.yaml": configmaps(MAX_OBJECTS)}).objects) == MAX_OBJECTS
     with pytest.raises(RenderFailed) as failed:

@@ -532,6 +532,7 @@ def test_a_jsonnet_program_that_builds_a_huge_string_fails_at_the_operators_memo
     assert message == "Jsonnet: over its memory limit of 200 MiB (renderers.yaml limits.memory)"
 
 
+@pytest.mark.slow
 def test_a_chart_that_never_ends_times_out_at_the_operators_limit(
     scenario: Scenario, helm: None
 ) -> None:

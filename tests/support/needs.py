@@ -19,15 +19,12 @@ MARKERS = {
     "postgres": "a throwaway PostgreSQL server (Debian's postgresql)",
     "prometheus": "a Prometheus server on loopback (Debian's prometheus)",
     "registry": "an OCI registry on loopback (Debian's docker-registry)",
-    "slow": "a test of 5 seconds or more that needs none of the above",
+    "slow": "two seconds or more on a quiet machine, and none of the above",
 }
 """Each marker and what it stands for (registered by ``tests/conftest.py``)."""
 
 FOLDERS = {"k8s": "k8s", "crash": "crash", "dagster": "dagster"}
 """The folders under ``tests/`` whose every test needs the marker of the same name."""
-
-SERVERS = ("k8s", "dagster", "crash", "postgres", "prometheus", "registry")
-"""The markers ``make check`` leaves out, with ``slow``."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -5,8 +5,9 @@ loadgroup``), set at collection by ``tests/conftest.py``:
   of every public chart, a started webserver) are one group: one worker runs them all,
   the fixture made once;
 - every other test goes alone to whichever worker is free;
-- the longest go first (:data:`FIRST`): a two-minute crash test started last would run
-  alone at the end while the other workers wait.
+- the longest go first: the groups of the markers in :data:`FIRST` (each runs minutes on
+  its worker), then single tests by :data:`FIRST`; a two-minute crash test started last
+  would run alone at the end while the other workers wait.
 
 Each worker starts its own servers (the session fixtures), so tests on two workers never
 share one.
@@ -30,17 +31,21 @@ def group_of(item: pytest.Item) -> str | None:
     return None
 
 
-def rank(item: pytest.Item) -> int:
-    """Where ``item`` goes in the order: the index of its first marker in :data:`FIRST`."""
+def rank(item: pytest.Item, grouped: bool) -> tuple[bool, int]:
+    """Where ``item`` goes in the order: a group of a marker in :data:`FIRST` before any
+    single test, then the index of its first marker in :data:`FIRST`."""
     found = [FIRST.index(m.name) for m in item.iter_markers() if m.name in FIRST]
-    return min(found, default=len(FIRST))
+    first = min(found, default=len(FIRST))
+    return not (grouped and first < len(FIRST)), first
 
 
 def schedule(items: list[pytest.Item]) -> None:
     """Groups ``items`` (an ``xdist_group`` marker) and puts the longest first, in place;
     within a rank the collection's order is kept."""
+    ranks = {}
     for item in items:
         group = group_of(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=rank)
+        ranks[item.nodeid] = rank(item, group is not None)
+    items.sort(key=lambda item: ranks[item.nodeid])
