@@ -28,7 +28,7 @@ WORKERS ?= 3
 
 # The fast loop, run before every commit: lint and the tests that need no server.
 check: lint tools
-	$(BIN)/pytest -n 2 --dist loadgroup -m "$(FAST)"
+	$(BIN)/pytest -n $(WORKERS) --dist loadgroup -m "$(FAST)"
 
 # The Kubernetes tests start their own API server from binaries built once into
 # ~/.cache/convoy-batch/k8s (scripts/k8s-testenv); without them they skip, or fail under CI.
