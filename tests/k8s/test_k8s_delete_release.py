@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from convoy_batch.deployers import kubeapi
 from tests.k8s.k8s_scenario import KubeScenario, kube_cluster
 from tests.k8s.testenv import eventually
-from tests.support.scenario import FAILURE_POLICY, Result, release_yaml
+from tests.support.scenario import FAILURE_POLICY, release_yaml
 
 CONVOY_KEEP = 'convoy.dev/prune: "false"'
 ARGO_KEEP = "argocd.argoproj.io/sync-options: Prune=false"
@@ -128,19 +128,6 @@ def retirement(s: KubeScenario, name: str, removed: str) -> str:
     return message.splitlines()[0]
 
 
-def retired(s: KubeScenario, name: str, minute: int) -> int:
-    """Ticks from ``minute`` until ``name``'s status is gone, and the minute after the last:
-    a foreground delete of a Deployment waits on the server's garbage collector, which on
-    a busy server may take longer than one tick waits (``DeletionPending`` until then)."""
-    for tick in range(minute, minute + 5):
-        result = s.reconcile(minutes=tick)
-        if not s.has_status(name):
-            assert result.code == 0, result.err
-            return tick + 1
-        assert s.status(name)["lastAttempted"]["reason"] == "DeletionPending", result.err
-    raise AssertionError(f"{name} still has a status after 5 ticks")
-
-
 def last_change(s: KubeScenario, name: str) -> Any:
     """The last commit that changed ``status/<name>.yaml``."""
     return next(s.repo.iter_commits(paths=f"status/{name}.yaml", max_count=1))
@@ -156,31 +143,26 @@ def quiet(s: KubeScenario, minutes: float) -> None:
     assert set(sent) <= {"GET"}, sent
 
 
-def deleted(s: KubeScenario, name: str, minutes: float) -> Result:
-    """The tick that retires ``name`` by deleting. A Namespace of the render terminates on
-    the namespace controller's clock: while it does, the tick reports the Release skipped
-    (exit 0, nothing committed: every other object is gone) and a tick after it went
-    completes. Any other object still going (on a busy server) is waited for the same way,
-    at most 6 ticks in all."""
+def deleted(s: KubeScenario, name: str, minute: int) -> int:
+    """The ticks from ``minute`` that retire ``name`` by deleting, and the minute after the
+    last. What a delete leaves going (a Namespace of the render terminating on the namespace
+    controller's clock; on a busy server, a Deployment whose foreground delete waits on the
+    garbage collector) makes a tick report the Release skipped (exit 0, nothing committed,
+    only the Release's own objects left), and a later tick completes it: at most 6."""
     before = set(inventory(s, name))
-    result = s.reconcile(minutes=minutes)
-    for _ in range(6):
-        if not s.has_status(name):
-            break
+    for tick in range(minute, minute + 6):
+        result = s.reconcile(minutes=tick)
         assert result.code == 0, result.err
+        if not s.has_status(name):
+            return tick + 1
         left = inventory(s, name)
         assert left and set(left) <= before, left
+        skipped = f"{name}: skipped ({len(left)} objects still being deleted)"
+        assert skipped in result.out.splitlines(), result.out
         if left == [f"Namespace/{name}"]:
-            assert f"{name}: skipped (1 objects still being deleted)" in result.out.splitlines()
             assert meta(s.kube.core.read_namespace, name) is None  # terminating, or gone
             eventually(lambda: not namespace_exists(s, name), f"namespace {name} to go")
-        # else a busy server's garbage collector took longer than a tick waits for a
-        # foreground delete (a Deployment's ReplicaSets): the next tick completes it
-        minutes += 1
-        result = s.reconcile(minutes=minutes)
-    assert not s.has_status(name), result.out + result.err
-    assert result.code == 0, result.err
-    return result
+    raise AssertionError(f"{name} still has a status after 6 ticks")
 
 
 def namespace_exists(s: KubeScenario, name: str) -> bool:
@@ -194,7 +176,7 @@ def test_a_removed_release_is_deleted_from_the_server(kscenario: KubeScenario) -
     assert held == sorted(before)  # the render's Namespace is an object of the inventory
 
     removed = remove(s, "del")
-    deleted(s, "del", minutes=2)
+    deleted(s, "del", 2)
     subject = retirement(s, "del", removed)
     assert subject == f"del: Succeeded -> Deleted ({len(held)} objects deleted, 0 kept)"
     assert objects(s, "del") == dict.fromkeys(before)
@@ -223,7 +205,7 @@ def test_an_object_marked_not_to_prune_is_kept(
     held = inventory(s, name)
 
     removed = remove(s, name)
-    deleted(s, name, minutes=2)
+    deleted(s, name, 2)
     subject = retirement(s, name, removed)
     # The render's own Namespace holds the kept object: it is kept too (deleting it would
     # delete what it holds); createNamespace's is in no inventory and stays (not empty).
@@ -329,7 +311,7 @@ def test_the_namespace_create_namespace_made_goes_once_nothing_else_is_in_it(
     minute = 2
     for name in ("ns-used", "ns-free"):
         removed = remove(s, name)
-        minute = retired(s, name, minute)
+        minute = deleted(s, name, minute)
         assert retirement(s, name, removed).endswith("(2 objects deleted, 0 kept)")
 
     # Someone else's ConfigMap is in ns-used: kept. Only what the cluster made by itself
@@ -390,9 +372,9 @@ def test_an_invalid_file_and_the_guard_hold_deletions_on_the_server(
     assert objects(s, "hold-a") == first and objects(s, "hold-b") == second
 
     s.commit({"notes.txt": "x"}, "retire them\n\nConvoy-Allow-Delete: hold-a, hold-b\n")
-    deleted(s, "hold-a", minutes=4)
+    minute = deleted(s, "hold-a", 4)
     if s.has_status("hold-b"):
-        deleted(s, "hold-b", minutes=6)
+        deleted(s, "hold-b", minute)
     for name in ("hold-a", "hold-b"):
         retirement(s, name, removed)
         assert objects(s, name) == dict.fromkeys(first if name == "hold-a" else second)

@@ -7,7 +7,7 @@ adds them at collection. A helper that starts the thing calls :func:`require`, w
 fails a test whose folder and fixtures did not say so: a new test cannot forget.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import pytest
@@ -23,7 +23,7 @@ MARKERS = {
 }
 """Each marker and what it stands for (registered by ``tests/conftest.py``)."""
 
-FOLDERS = {"k8s": "k8s", "crash": "crash", "dagster": "dagster"}
+FOLDERS = ("k8s", "crash", "dagster")
 """The folders under ``tests/`` whose every test needs the marker of the same name."""
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -47,12 +47,18 @@ def needs(*markers: str) -> Callable[[F], F]:
 def markers_of(item: pytest.Item, folders: tuple[str, ...]) -> set[str]:
     """The markers ``item`` needs: from the folders it is under (``folders``: the parts of
     its path below ``tests/``) and from every fixture it uses."""
-    found = {FOLDERS[part] for part in folders if part in FOLDERS}
-    info = getattr(item, "_fixtureinfo", None)
-    for definitions in info.name2fixturedefs.values() if info else ():
+    found = {part for part in folders if part in FOLDERS}
+    for definitions in fixture_definitions(item):
         for definition in definitions:
             found.update(getattr(definition.func, _ATTRIBUTE, ()))
     return found
+
+
+def fixture_definitions(item: pytest.Item) -> list[Sequence[Any]]:
+    """The definitions of each fixture ``item`` uses, itself or through another, the
+    closest last (pytest's ``FixtureDef``s)."""
+    info = getattr(item, "_fixtureinfo", None)
+    return list(info.name2fixturedefs.values()) if info else []
 
 
 def running(item: pytest.Item | None) -> None:

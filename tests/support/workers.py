@@ -15,6 +15,8 @@ share one.
 
 import pytest
 
+from tests.support.needs import fixture_definitions
+
 SHARED_SCOPES = {"module", "package", "class"}
 
 FIRST = ("crash", "dagster", "slow", "k8s")
@@ -24,9 +26,8 @@ minutes each; the rest, well under a second most)."""
 
 def group_of(item: pytest.Item) -> str | None:
     """The module of ``item`` when it shares a fixture wider than a test, else None."""
-    info = getattr(item, "_fixtureinfo", None)
-    for definitions in info.name2fixturedefs.values() if info else ():
-        if any(definition.scope in SHARED_SCOPES for definition in definitions[-1:]):
+    for definitions in fixture_definitions(item):
+        if definitions and definitions[-1].scope in SHARED_SCOPES:
             return item.nodeid.split("::")[0]
     return None
 
