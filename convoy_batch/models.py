@@ -41,6 +41,10 @@ ANNOTATION_FORCE_SYNC = "convoy.dev/force-sync"
 ANNOTATION_SYNC_WAVE = "convoy.dev/sync-wave"
 ANNOTATION_HOOK = "convoy.dev/hook"
 ANNOTATION_PRUNE = "convoy.dev/prune"
+HOOK_FINALIZER = "convoy.dev/hook-finalizer"
+"""The finalizer every hook is created with on a Kubernetes Cluster, removed once its end
+is on record: a Job that deletes itself once finished (``ttlSecondsAfterFinished``) is
+still read finished (``stages/hooks.py``)."""
 HISTORY_LIMIT = 10
 
 Duration = Annotated[

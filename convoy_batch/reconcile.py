@@ -31,6 +31,7 @@ from convoy_batch.engine.handler import (
 from convoy_batch.engine.stages.act import BeforeChange, Writes, carry_out, no_record
 from convoy_batch.engine.stages.drift import rules_of
 from convoy_batch.engine.stages.gates import stage_gates, windows_of
+from convoy_batch.engine.stages.hooks import let_go_finished
 from convoy_batch.engine.stages.last_healthy import apply_last_healthy, expected_rollback
 from convoy_batch.engine.stages.outcome import failed, not_stored
 from convoy_batch.engine.stages.render import stage_render
@@ -220,6 +221,7 @@ def act(
     if plan is None or render is None or deployer is None or then is None:
         return decision.outcome, inventory
     try:
+        let_go_finished(deployer, inventory, writes.record)  # their end on record first
         # Decrypted in memory here, right before the deployer sees it; stored encrypted.
         render = unseal(render, release, tick.stores.state_dir)
         if decision.dry_run:

@@ -80,3 +80,15 @@ class ListsNamespaces(Protocol):
         namespace by itself (its default ServiceAccount and CA ConfigMap, events) and the
         dependents of other objects (``ownerReferences``: deleted with their owner)."""
         ...
+
+
+@runtime_checkable
+class HoldsHooks(Protocol):
+    """A deployer whose hooks are created holding convoy-batch's finalizer
+    (:data:`~convoy_batch.models.HOOK_FINALIZER`), so that one deleted by someone else
+    (a Job's ``ttlSecondsAfterFinished``) is still there to be read until its end is on
+    record (``stages/hooks.py``)."""
+
+    def let_go(self, keys: Iterable[ObjectKey]) -> None:
+        """Remove the finalizer from those of these objects that hold it."""
+        ...

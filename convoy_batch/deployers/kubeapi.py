@@ -53,6 +53,7 @@ COUNTS: Counter[str] = Counter()
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 TIMEOUT_ENV = "CONVOY_K8S_TIMEOUT"
 DEFAULT_TIMEOUT = 60.0
 """Seconds a request waits for the server's answer (``$CONVOY_K8S_TIMEOUT`` overrides it)."""

@@ -63,6 +63,7 @@ from typing import TypeVar
 from convoy_batch.deployers.base import Capabilities, Manifest
 from convoy_batch.deployers.kubeapi import (
     APPLY_PATCH,
+    JSON_PATCH,
     MERGE_PATCH,
     ApiError,
     KubeApi,
@@ -91,10 +92,11 @@ from convoy_batch.errors import (
     PruneFailed,
 )
 from convoy_batch.kinds import crd_kinds, group_of
-from convoy_batch.manifests.annotations import bookkeeping, create_only, is_hook
+from convoy_batch.manifests.annotations import bookkeeping, create_only, held, holding, is_hook
 from convoy_batch.manifests.drift import NO_RULES, WHOLE, Rules, managed, restore
 from convoy_batch.models import (
     ANNOTATION_RENDER,
+    HOOK_FINALIZER,
     LABEL_RELEASE,
     Cluster,
     Identity,
@@ -476,7 +478,8 @@ class KubernetesDeployer:
                     log.info("%s: re-creating the hook for a new render", key)
                     if not self._delete_and_wait(resource, key, "Background", HOOK_DELETE_WAIT):
                         return f"apply {key}: the previous render's hook is still being deleted"
-                applied = self._patch(resource, self._body(obj, current), dry_run=False)
+                body = self._body(obj, current)
+                applied = self._patch(resource, holding(body) if is_hook(obj) else body, False)
                 self._server_forms.remember(obj, applied)
         except ApiError as exc:
             return f"apply {key}: {exc}"
@@ -574,6 +577,36 @@ class KubernetesDeployer:
             self._live[key.identity()] = None
         return gone
 
+    def let_go(self, keys: Iterable[ObjectKey]) -> None:
+        """Remove convoy-batch's hook finalizer from those of these objects that hold it
+        (read from this tick's LISTs: nothing is sent for the others); ClusterUnavailable."""
+        with self._answers(lambda exc: self._unavailable(f"hook finalizer: {exc}")):
+            for key, live in self._lookup(keys).items():
+                resource = self._resource(key.api_version, key.kind)
+                if live is not None and resource is not None and held(live):
+                    self._let_go(resource, key, live)
+
+    def _let_go(self, resource: Resource, key: ObjectKey, live: Manifest) -> None:
+        """A JSON patch removing the finalizer where ``live`` has it (``test`` first: a
+        list changed since is left for the next tick); 404, 409 and 422: nothing to do."""
+        finalizers = list(meta(live).get("finalizers") or ())
+        at = f"/metadata/finalizers/{finalizers.index(HOOK_FINALIZER)}"
+        patch = [{"op": "test", "path": at, "value": HOOK_FINALIZER}, {"op": "remove", "path": at}]
+        path = resource.path(key.namespace, key.name)
+        try:
+            query = {"fieldManager": FIELD_MANAGER}
+            answer = self.api.request("PATCH", path, query, patch, JSON_PATCH)
+        except ApiError as exc:
+            if exc.status in (404, 409, 422):
+                return
+            raise
+        log.info("%s: hook finalizer removed", key)
+        gone = meta(answer).get("deletionTimestamp") and not meta(answer).get("finalizers")
+        if gone:
+            self._live[key.identity()] = None
+        else:
+            self._keep(answer)
+
     def namespace_objects(self, namespace: str) -> list[ObjectKey]:
         """What ``namespace`` holds: one LIST (of one object) per namespaced kind the server
         serves, the cluster's own objects (:data:`CLUSTER_MADE`, events) left out."""
@@ -607,11 +640,13 @@ class KubernetesDeployer:
     ) -> bool:
         path = resource.path(key.namespace, key.name)
         try:
-            self.api.request("DELETE", path, {"propagationPolicy": policy})
+            answer = self.api.request("DELETE", path, {"propagationPolicy": policy})
         except ApiError as exc:
             if exc.status == 404:
                 return True
             raise
+        if isinstance(answer, dict) and answer.get("kind") != "Status" and held(answer):
+            self._let_go(resource, key, answer)  # a hook: nothing is left to read of it
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             if self._get(key) is None:

@@ -1,5 +1,10 @@
 """The observer (SPEC 11): reads each inventory object from the cluster and writes its health.
 
+A hook is read through what deletes it once it finished (a Job's
+``ttlSecondsAfterFinished``): held by convoy-batch's finalizer it is assessed as if
+nobody were deleting it, and once its end is on record and it is gone it keeps that end
+(``stages/hooks.py``).
+
 I/O only through the given Deployer (one ``get_many`` per call); the health rules are
 the Release's and its Cluster's CEL rules (:mod:`convoy_batch.health.cel`) for the
 kinds they name, else the built-in :func:`convoy_batch.health.builtin.compute`. The observer
@@ -29,6 +34,7 @@ from typing import Any, TypeGuard
 from convoy_batch.deployers.base import Deployer, Manifest, Versioned
 from convoy_batch.health import builtin as health
 from convoy_batch.health.cel import NO_RULES, Memo, Rules, evaluate
+from convoy_batch.manifests.annotations import held
 from convoy_batch.models import (
     ANNOTATION_RENDER,
     Health,
@@ -37,7 +43,11 @@ from convoy_batch.models import (
     InventoryEntry,
     ObjectKey,
     ReleaseInventory,
+    is_hook_phase,
 )
+
+FINISHED = frozenset({HealthState.CURRENT, HealthState.FAILED})
+"""How a hook ends."""
 
 Seen = tuple[HealthState, str | None, str]
 """What an observation of one object finds: its state, ``assessedRenderRef``, message."""
@@ -53,12 +63,26 @@ def _render_ref(live: Manifest | None) -> str | None:
 
 
 def _seen_of(live: Manifest | None, now: datetime, rules: Rules) -> Seen:
+    if live is not None and held(live) and (live.get("metadata") or {}).get("deletionTimestamp"):
+        return _seen_deleted(live, now, rules)
     rule = rules.find(live) if live is not None else None
     if live is not None and rule is not None:
         state, message = evaluate(rule, live, rules.memo)
     else:
         state, message = health.compute(live, now)
     return state, _render_ref(live), message
+
+
+def _seen_deleted(live: Manifest, now: datetime, rules: Rules) -> Seen:
+    """A hook being deleted that convoy-batch's finalizer holds: what it shows, as if
+    nobody were deleting it, when it finished (a Job that deletes itself once complete is
+    read complete, not Terminating); Failed when it had not (deleted while running: it
+    never will)."""
+    meta = {k: v for k, v in (live.get("metadata") or {}).items() if k != "deletionTimestamp"}
+    state, ref, message = _seen_of({**live, "metadata": meta}, now, rules)
+    if state in FINISHED:
+        return state, ref, message
+    return HealthState.FAILED, ref, f"{live.get('kind')}: deleted before it finished ({message})"
 
 
 def assess(live: Manifest | None, now: datetime, rules: Rules = NO_RULES) -> Health:
@@ -88,12 +112,28 @@ def observe(
     entries = tuple(
         entry
         if entry.hook_deleted  # deleted on purpose: it keeps the health it finished with
+        or _finished_and_gone(entry, seen.get(entry.key.identity(), not_found))
         else _with_health(entry, seen.get(entry.key.identity(), not_found), now)
         for entry in inventory.entries
     )
     if entries == inventory.entries:
         return inventory
     return inventory.model_copy(update={"entries": entries})
+
+
+def _finished_and_gone(entry: InventoryEntry, seen: Seen) -> bool:
+    """A hook seen finished (Current or Failed) for the render it was applied for, and
+    now gone (its TTL, or a person): it keeps the health it finished with, as a hook its
+    delete policy deleted does (hooks run once per render)."""
+    health = entry.health
+    return (
+        seen[0] == HealthState.NOT_FOUND
+        and is_hook_phase(entry.wave)
+        and health is not None
+        and health.state in FINISHED
+        and health.assessed_render_ref is not None
+        and health.assessed_render_ref == entry.applied_render_ref
+    )
 
 
 def _seen_now(

@@ -39,6 +39,7 @@ from convoy_batch.models import (
     ANNOTATION_PRUNE,
     ANNOTATION_RENDER,
     ANNOTATION_SYNC_WAVE,
+    HOOK_FINALIZER,
     LABEL_RELEASE,
     POST_SYNC,
     PRE_SYNC,
@@ -336,6 +337,21 @@ def is_hook(manifest: Mapping[str, Any]) -> bool:
         or _annotation(manifest, ARGO_HOOK)
         or _annotation(manifest, HELM_HOOK)
     )
+
+
+def held(manifest: Mapping[str, Any]) -> bool:
+    """The live object holds convoy-batch's hook finalizer (:data:`HOOK_FINALIZER`)."""
+    finalizers = (manifest.get("metadata") or {}).get("finalizers") or ()
+    return HOOK_FINALIZER in finalizers
+
+
+def holding(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """A hook's manifest as it is created: with convoy-batch's finalizer added."""
+    meta = dict(manifest.get("metadata") or {})
+    finalizers = list(meta.get("finalizers") or ())
+    if HOOK_FINALIZER not in finalizers:
+        meta["finalizers"] = [*finalizers, HOOK_FINALIZER]
+    return {**manifest, "metadata": meta}
 
 
 def create_only(manifest: Mapping[str, Any]) -> bool:

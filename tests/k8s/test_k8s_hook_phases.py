@@ -34,20 +34,25 @@ from tests.support.scenario import FAILURE_POLICY
 WAVED = "  syncPolicy: {waves: {healthStrategy: Healthy, timeout: 5m}}\n"
 
 
-def audit(s: KubeScenario, name: str) -> Iterator[tuple[str, str, str]]:
-    """(time, verb, resource) of every write to objects called ``name`` (any namespace,
-    cluster-scoped ones too), dry runs and subresources aside, in the order received."""
+def audit(s: KubeScenario, name: str, namespace: str = "") -> Iterator[tuple[str, str, str]]:
+    """(time, verb, resource) of every write to objects called ``name`` (in ``namespace``;
+    any namespace, cluster-scoped ones too, when not given) but the controllers', dry runs
+    and subresources aside, in the order received. The verb of a server-side apply is
+    ``apply``; another patch stays ``patch`` (the removal of convoy-batch's hook
+    finalizer)."""
     for line in (s.kube.folder / "audit.log").read_text().splitlines():
         event = json.loads(line)
         ref = event.get("objectRef", {})
         if (
             ref.get("name") == name
+            and ref.get("namespace", "") == (namespace or ref.get("namespace", ""))
             and event["verb"] in ("create", "patch", "update", "delete")
             and not ref.get("subresource")
             and "dryRun" not in event["requestURI"]
             and not event.get("userAgent", "").startswith("kube-controller-manager")
         ):
-            yield event["requestReceivedTimestamp"], event["verb"], ref["resource"]
+            verb = "apply" if "force=true" in event["requestURI"] else event["verb"]
+            yield event["requestReceivedTimestamp"], verb, ref["resource"]
 
 
 def writes(s: KubeScenario, name: str, resource: str) -> list[tuple[str, str]]:
@@ -122,7 +127,10 @@ def test_an_argo_hook_of_presync_and_postsync_lives_until_its_postsync_phase_is_
     assert s.kube.batch.read_namespaced_job("post", "phased") is not None
     assert s.reconcile("phased", minutes=3).code == 0  # the PostSync Job runs
     assert s.configmap("phased", "settings") is not None
-    assert [verb for _, verb in writes(s, "settings", "configmaps")] == ["patch", "delete", "patch"]
+    verbs = [verb for _, verb in writes(s, "settings", "configmaps")]
+    assert verbs == ["apply", "patch", "delete", "apply", "patch"], (
+        verbs
+    )  # each let go once Current
 
     s.kube.job_succeeded("phased", "post")
     assert s.reconcile("phased", minutes=4).code == 0
@@ -166,7 +174,9 @@ subjects:
 """
 
 
-def helm_job(name: str, hook: str) -> str:
+def helm_job(name: str, hook: str, ttl: bool = False) -> str:
+    """A Helm hook Job; ``ttl``: it deletes itself once finished (ingress-nginx 4.15's
+    admission Jobs)."""
     return f"""\
 ---
 apiVersion: batch/v1
@@ -177,7 +187,7 @@ metadata:
     helm.sh/hook: {hook}
     helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
 spec:
-  backoffLimit: 0
+{"  ttlSecondsAfterFinished: 0" + chr(10) if ttl else ""}  backoffLimit: 0
   template:
     spec:
       restartPolicy: Never
@@ -189,7 +199,7 @@ spec:
 """
 
 
-def admission_rbac(s: KubeScenario) -> set[str]:
+def admission_rbac(s: KubeScenario, namespace: str = "admitted") -> set[str]:
     """The admission hooks the server has now."""
     rbac = client.RbacAuthorizationV1Api(s.kube.api)
     reads = {
@@ -197,7 +207,7 @@ def admission_rbac(s: KubeScenario) -> set[str]:
         "Role": rbac.read_namespaced_role,
         "RoleBinding": rbac.read_namespaced_role_binding,
     }
-    return {kind for kind, read in reads.items() if read_or_none(read, "admission", "admitted")}
+    return {kind for kind, read in reads.items() if read_or_none(read, "admission", namespace)}
 
 
 def job_complete(s: KubeScenario, name: str) -> bool:
@@ -227,7 +237,8 @@ def test_helm_rbac_hooks_of_pre_and_post_install_outlive_the_running_post_instal
             assert not job_complete(s, "patch")
             assert admission_rbac(s) == every, f"tick {minute}"
             s.kube.run_pods("admitted", "job-name=patch")  # running, not done
-    assert [verb for _, verb in writes(s, "admission", "serviceaccounts")] == ["patch"]
+    verbs = [verb for _, verb in writes(s, "admission", "serviceaccounts")]
+    assert verbs == ["apply", "patch"], verbs  # applied once, let go once Current
 
     completing = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     s.kube.job_succeeded("admitted", "patch")  # returns once the server says Complete

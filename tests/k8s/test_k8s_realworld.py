@@ -171,7 +171,7 @@ def test_ingress_nginx_webhook_rbac_hooks_live_through_its_post_sync_job(world: 
     patches = [
         (w.resource, w.name)
         for w in convoy_writes(world.kube)
-        if w.verb == "patch" and w.resource in kinds and w.name in names and not w.dry_run
+        if w.apply and w.resource in kinds and w.name in names and not w.dry_run
     ]
     assert sorted(patches) == sorted(set(patches)), patches  # each sent once, kept through
     assert all(w.time > world.patch_job_done_at for w in deletes), (

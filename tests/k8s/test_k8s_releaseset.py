@@ -60,7 +60,7 @@ def test_a_set_over_two_kubernetes_clusters(kscenario: KubeScenario) -> None:
     assert east.metadata.labels["convoy.dev/release"] == "rs-east"
 
     s.commit({"clusters/west.yaml": kube_cluster(s.kube, "west", "{region: west}")}, "west out")
-    deleted(s, "rs-west", minutes=1)  # its namespace (named as the member) terminates first
+    deleted(s, "rs-west", 1)  # its namespace (named as the member) terminates first
 
     assert not s.has_status("rs-west")
     assert s.configmap("rs-west", "settings") is None  # deleted from the server

@@ -277,6 +277,8 @@ class Write:
     namespace: str
     name: str
     dry_run: bool
+    apply: bool = False
+    """A server-side apply (the other patch convoy-batch sends removes its hook finalizer)."""
 
     def __str__(self) -> str:
         dry = " (dry run)" if self.dry_run else ""
@@ -301,6 +303,7 @@ def convoy_writes(kube: KubeEnv) -> list[Write]:
                 ref.get("namespace", ""),
                 ref.get("name", ""),
                 "dryRun" in event["requestURI"],
+                "force=true" in event["requestURI"],
             ),
         )
     return sorted(seen.values(), key=lambda w: w.time)

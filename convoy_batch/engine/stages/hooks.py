@@ -21,6 +21,14 @@ Decided:
   outlives the PostSync Job that uses it; a hook of one phase waits for the others of
   its phase, as Helm deletes a phase's hooks once the phase succeeded. A SyncFail hook,
   no phase of a sync, is judged by its own health alone.
+- On a Kubernetes Cluster every hook is created holding the finalizer
+  ``convoy.dev/hook-finalizer``, removed once the hook's end (Current or Failed for the
+  render it was applied for) is in the inventory on disk (:func:`let_go_finished`, before
+  anything of the tick's decision is carried out), or right after convoy-batch deletes
+  it. A Job that deletes itself once finished (``ttlSecondsAfterFinished: 0``, the TTL
+  controller; Argo CD's fix, gitops-engine #646) is thus read finished; once gone it
+  keeps the end it was seen with (``health/observer.py``), and is not created again for
+  the render.
 - The deleted hook's inventory entry is marked ``hookDeleted`` and written before the
   delete: it keeps the health it finished with (the verdict and the wave gate read
   that), the observer leaves it alone, and a delete that was not confirmed is sent
@@ -30,7 +38,7 @@ Decided:
 import logging
 from collections.abc import Collection, Mapping, Sequence
 
-from convoy_batch.deployers.base import Deployer, Manifest
+from convoy_batch.deployers.base import Deployer, HoldsHooks, Manifest
 from convoy_batch.engine.stages.act import Record, carry_out
 from convoy_batch.errors import ConvoyError, Forbidden
 from convoy_batch.models import (
@@ -45,11 +53,27 @@ from convoy_batch.models import (
     Rollout,
     RolloutState,
     WaveStatus,
+    is_hook_phase,
 )
 from convoy_batch.renderers.pipeline import Render
 from convoy_batch.rollout.step import Step
 
 log = logging.getLogger("convoy_batch")
+
+
+def let_go_finished(deployer: Deployer, inventory: ReleaseInventory, record: Record) -> None:
+    """Remove the hook finalizer from the hooks whose end is on record: the inventory that
+    says so is written first (a write only when it changed)."""
+    if not isinstance(deployer, HoldsHooks):
+        return
+    keys = [
+        e.key
+        for e in inventory.entries
+        if is_hook_phase(e.wave) and _ended(e, e.applied_render_ref or "")
+    ]
+    if keys:
+        record(inventory)
+        deployer.let_go(keys)
 
 
 def deleted_hooks(render: Render, inventory: ReleaseInventory) -> set[Identity]:
