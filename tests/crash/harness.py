@@ -34,6 +34,7 @@ import pytest
 import yaml
 
 from convoy_batch.timefmt import format_time
+from tests.support.forked import Forked, plain
 from tests.support.scenario import (
     CONFIGMAP,
     DEPLOYMENT,
@@ -104,13 +105,19 @@ def tick_env(extra: Mapping[str, str] = ({})) -> dict[str, str]:
     return env
 
 
-def start_tick(
-    case: Path, minutes: float, extra: Mapping[str, str] = ({})
-) -> subprocess.Popen[bytes]:
+Tick = subprocess.Popen[bytes] | Forked
+"""A tick's process: started by ``subprocess``, or forked (``tests/support/forked.py``)."""
+
+
+def start_tick(case: Path, minutes: float, extra: Mapping[str, str] = ({})) -> Tick:
     """``reconcile --all --now <minutes>`` over ``case/repo`` and ``case/state``, in a
-    process of its own, in a new session (so its process group is its own)."""
-    command = [sys.executable, "-m", "convoy_batch.cli", "--repo", "repo", "--state", "state"]
-    command += ["reconcile", "--all", "--now", at(minutes)]
+    process of its own, in a new session (so its process group is its own): forked from a
+    parent that imported the CLI, but with the injector (``LD_PRELOAD``), which only a
+    process that starts afresh loads."""
+    argv = ["--repo", "repo", "--state", "state", "reconcile", "--all", "--now", at(minutes)]
+    if plain(extra):
+        return Forked(argv, case, tick_env(extra))
+    command = [sys.executable, "-m", "convoy_batch.cli", *argv]
     return subprocess.Popen(
         command,
         cwd=case,
@@ -122,7 +129,7 @@ def start_tick(
     )
 
 
-def finish_tick(proc: subprocess.Popen[bytes], timeout: float = 180) -> tuple[str, str]:
+def finish_tick(proc: Tick, timeout: float = 180) -> tuple[str, str]:
     """Wait for a tick (bounded), then kill whatever is left of its process group."""
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -198,6 +205,7 @@ def run_tick(
     start = time.monotonic()
     proc = start_tick(case, minutes, extra)
     out, err = finish_tick(proc)
+    assert proc.returncode is not None
     run = TickRun(proc.returncode, out, err, time.monotonic() - start)
     if shim is not None:
         lines = shim_log(case)

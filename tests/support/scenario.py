@@ -19,6 +19,7 @@ import yaml
 
 from convoy_batch.cli import main
 from convoy_batch.timefmt import format_time, parse_time
+from tests.support.forked import Forked
 
 T0 = parse_time("2026-11-29T12:00:00Z")
 PROJECT = Path(__file__).resolve().parents[2]
@@ -179,15 +180,14 @@ class Scenario:
         return Result(code, captured.out, captured.err)
 
     def cli_process(self, *args: str) -> Result:
-        """The CLI in a process of its own (``python -m convoy_batch.cli``): its exit code
-        and everything a person sees, the log's lines included."""
-        done = subprocess.run(
-            [sys.executable, "-m", "convoy_batch.cli", "--repo", str(self.root), "--state",
-             str(self.state), *args],
-            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(PROJECT)},
-            timeout=300, check=False,
-        )  # fmt: skip
-        return Result(done.returncode, done.stdout, done.stderr)
+        """The CLI in a process of its own (``tests/support/forked.py``: as ``python -m
+        convoy_batch.cli`` runs it): its exit code and everything a person sees, the log's
+        lines included."""
+        argv = ["--repo", str(self.root), "--state", str(self.state), *args]
+        run = Forked(argv, Path.cwd(), os.environ)
+        out, err = run.communicate(timeout=300)
+        assert run.returncode is not None
+        return Result(run.returncode, out.decode(), err.decode())
 
     def reconcile(self, *names: str, minutes: float = 0, extra: tuple[str, ...] = ()) -> Result:
         now = format_time(T0 + timedelta(minutes=minutes))
