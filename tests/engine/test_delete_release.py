@@ -37,13 +37,6 @@ def files_of(s: Scenario, name: str) -> dict[Path, bytes]:
     return {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*.yaml"))}
 
 
-def status_commits(s: Scenario, name: str) -> list[str]:
-    return [
-        str(c.summary)
-        for c in s.repo.iter_commits(paths=f"status/{name}.yaml")  # type: ignore[misc]
-    ]
-
-
 def test_a_removed_release_is_deleted_in_one_commit_and_nothing_is_left(s: Scenario) -> None:
     settled(s, "web", "api", "db")
     removing = s.commit({"releases/web.yaml": None}, "retire web")
@@ -60,8 +53,8 @@ def test_a_removed_release_is_deleted_in_one_commit_and_nothing_is_left(s: Scena
     assert f"releases/web.yaml removed in {removing}" in str(head.message)
     assert list(head.stats.files) == ["status/web.yaml"]
     # git log -- status/web.yaml is the whole life, Deleted last.
-    assert status_commits(s, "web")[0].endswith("-> Deleted (2 objects deleted, 0 kept)")
-    assert status_commits(s, "web")[-1].startswith("web: none -> Progressing")
+    assert s.status_log("web")[0].endswith("-> Deleted (2 objects deleted, 0 kept)")
+    assert s.status_log("web")[-1].startswith("web: none -> Progressing")
     assert not (s.state / "inventory" / "web.json").exists()
     assert not (s.state / "retiring" / "web.json").exists()
     assert s.repo.git.status("--porcelain", "status/") == ""
@@ -81,7 +74,7 @@ def test_a_sharded_tick_retires_once_before_its_shards(s: Scenario) -> None:
     assert result.code == 0, result
     assert result.out.splitlines()[0] == "web: Succeeded -> Deleted (2 objects deleted, 0 kept)"
     assert files_of(s, "web") == {} and not s.has_status("web")
-    assert len([c for c in status_commits(s, "web") if "-> Deleted" in c]) == 1
+    assert len([c for c in s.status_log("web") if "-> Deleted" in c]) == 1
 
 
 def test_history_and_status_of_a_removed_release(s: Scenario) -> None:

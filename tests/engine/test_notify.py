@@ -24,6 +24,7 @@ from convoy_batch.notify.payloads import commit_state
 from convoy_batch.timefmt import format_time
 from convoy_batch.views import history
 from tests.crash import harness as h
+from tests.support.gitfixtures import status_changes
 from tests.support.receiver import Receiver, Silent
 from tests.support.scenario import PROJECT, T0, Scenario
 
@@ -47,16 +48,10 @@ def generic(receiver: Receiver, name: str = "hooks", extra: str = "") -> str:
 
 
 def status_commits(repo: git.Repo, since: str | None = None) -> list[str]:
-    """``<commit>/<release>`` of each status commit on HEAD's history, oldest first."""
-    out = repo.git.log(
-        "--reverse", "--format=%x00%H", "--name-only", f"{since}..HEAD" if since else "HEAD",
-        "--", "status/",
-    )  # fmt: skip
-    ids = []
-    for chunk in filter(None, out.split("\0")):
-        commit, *paths = chunk.split()
-        ids += [f"{commit}/{Path(p).stem}" for p in paths]
-    return ids
+    """``<commit>/<release>`` of each status commit on HEAD's history, oldest first: the
+    notifications' ids."""
+    changes = status_changes(repo, f"{since}..HEAD" if since else "HEAD")
+    return [f"{commit}/{name}" for commit, name in changes]
 
 
 def outbox_entries(scenario: Scenario) -> list[dict[str, object]]:

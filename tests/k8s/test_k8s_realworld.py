@@ -40,7 +40,6 @@ from tests.support.realworld import (
     play_kube,
     realworld,
     states,
-    status_commits,
 )
 from tests.support.renderer_tools import Tools, kustomize_kubectl, real_helm
 from tests.support.scenario import Result
@@ -200,7 +199,7 @@ def test_a_component_disabled_through_values_is_pruned(world: World) -> None:
     s, rbac = world.s, client.RbacAuthorizationV1Api(world.kube.api)
     name = "kube-state-metrics"
     assert rbac.read_cluster_role(name).metadata.name == name
-    podinfo = status_commits(s, PODINFO_CHART.name)
+    podinfo = s.status_log(PODINFO_CHART.name)
     commit_values(s, KUBE_STATE_METRICS, "{rbac: {create: false}}")
     assert world.settle() == {app.name: "Succeeded" for app in SERVER_APPS}
     for read in (rbac.read_cluster_role, rbac.read_cluster_role_binding):
@@ -208,7 +207,7 @@ def test_a_component_disabled_through_values_is_pruned(world: World) -> None:
             read(name)
         assert gone.value.status == 404
     # Another Release's change re-renders podinfo's chart, but changes nothing of it.
-    assert status_commits(s, PODINFO_CHART.name) == podinfo
+    assert s.status_log(PODINFO_CHART.name) == podinfo
 
 
 def test_podinfos_chart_makes_one_render_for_one_commit(world: World) -> None:
@@ -218,12 +217,12 @@ def test_podinfos_chart_makes_one_render_for_one_commit(world: World) -> None:
     # changed: still one render, one rollout.
     ref = s.status(name)["rollout"]["renderRef"]
     assert [h["renderRef"] for h in s.status(name)["history"]] == [ref]
-    assert sum("NewRender" in c for c in status_commits(s, name)) == 1, status_commits(s, name)
+    assert sum("NewRender" in c for c in s.status_log(name)) == 1, s.status_log(name)
     # A commit of an unrelated file renders it again: the same render, no status commit.
-    before = status_commits(s, name)
+    before = s.status_log(name)
     s.commit({"NOTES.md": "Public apps, as published.\n"}, "notes")
     assert world.tick().code == 0
-    assert status_commits(s, name) == before
+    assert s.status_log(name) == before
     assert s.status(name)["rollout"]["renderRef"] == ref
 
 
@@ -231,7 +230,7 @@ def test_a_podinfo_image_that_never_becomes_ready_rolls_back(world: World) -> No
     s, name = world.s, PODINFO_CHART.name
     assert world.settle()[name] == "Succeeded"  # whatever the tests before left
     healthy = s.status(name)["rollout"]["renderRef"]
-    kustomize = status_commits(s, PODINFO_KUSTOMIZE.name)
+    kustomize = s.status_log(PODINFO_KUSTOMIZE.name)
     commit_values(s, PODINFO_CHART, f"{{image: {{tag: {BAD_TAG}}}}}")
     start = world.minute
     assert world.tick().code == 0
@@ -242,7 +241,7 @@ def test_a_podinfo_image_that_never_becomes_ready_rolls_back(world: World) -> No
     assert s.status(name)["rollout"]["state"] == "RolledBack"
     assert s.status(name)["lastHealthy"]["renderRef"] == healthy
     assert image(world.kube, name).endswith(":6.2.3")
-    assert status_commits(s, PODINFO_KUSTOMIZE.name) == kustomize
+    assert s.status_log(PODINFO_KUSTOMIZE.name) == kustomize
 
 
 def image(kube: KubeEnv, namespace: str) -> str:

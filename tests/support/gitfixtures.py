@@ -1,6 +1,7 @@
 """Helpers that build real git repositories in a test's temporary folder."""
 
 import os
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -54,3 +55,21 @@ def commit_symlink(repo: git.Repo, link: str, target: str, message: str = "link"
 def _commit(repo: git.Repo, message: str) -> str:
     repo.git.commit("--quiet", "--allow-empty", "-m", message)
     return repo.head.commit.hexsha
+
+
+def status_changes(repo: git.Repo | Path, rev: str = "HEAD") -> list[tuple[str, str]]:
+    """(commit, Release) for each status file each commit of ``rev`` changed (a branch, or
+    a range such as ``<commit>..HEAD``), oldest first."""
+    repo = repo if isinstance(repo, git.Repo) else git.Repo(repo)
+    out = repo.git.log("--reverse", "--format=%x00%H", "--name-only", rev, "--", "status/")
+    changes = []
+    for chunk in filter(None, out.split("\0")):
+        commit, *paths = chunk.split()
+        changes += [(commit, Path(path).stem) for path in paths]
+    return changes
+
+
+def status_commits(repo: git.Repo | Path, rev: str = "HEAD") -> Counter[str]:
+    """How many commits of ``rev`` changed each Release's status (a commit may carry
+    several Releases' statuses)."""
+    return Counter(name for _, name in status_changes(repo, rev))

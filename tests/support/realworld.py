@@ -161,11 +161,6 @@ def commit_values(s: Scenario, app: App, values: str) -> str:
     return s.commit({f"releases/{app.name}.yaml": release_yaml(app, values)}, f"{app.name} values")
 
 
-def status_commits(s: Scenario, name: str) -> list[str]:
-    """The summaries of the status commits of one Release, newest first."""
-    return [c.summary for c in s.repo.iter_commits(paths=f"status/{name}.yaml")]  # type: ignore[misc]
-
-
 def states(s: Scenario, apps: Iterable[App]) -> dict[str, str]:
     """Each app's rollout state as committed (``none`` without a status)."""
     return {

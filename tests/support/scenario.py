@@ -131,8 +131,11 @@ class Scenario:
             return False
         return True
 
-    def status_log(self) -> list[str]:
-        return [c.summary for c in self.repo.iter_commits(paths="status/")]  # type: ignore[misc]
+    def status_log(self, name: str = "") -> list[str]:
+        """The summaries of the commits that changed a status (``status/<name>.yaml`` when
+        given), newest first."""
+        path = f"status/{name}.yaml" if name else "status/"
+        return [c.summary for c in self.repo.iter_commits(paths=path)]  # type: ignore[misc]
 
     def head(self) -> str:
         return self.repo.head.commit.hexsha
