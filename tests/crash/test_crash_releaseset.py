@@ -33,7 +33,7 @@ import yaml
 
 from tests.crash import harness as h
 from tests.crash.test_crash_points import chosen_points
-from tests.support.scenario import CONFIGMAP, DEPLOYMENT, Scenario
+from tests.support.scenario import CONFIGMAP, DEPLOYMENT, Scenario, cluster_yaml
 
 pytestmark = pytest.mark.crash
 
@@ -57,11 +57,7 @@ spec:
 
 
 def cluster(name: str, labelled: bool) -> str:
-    labels = "{fleet: web}" if labelled else "{}"
-    return (
-        "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\n"
-        f"metadata: {{name: {name}, labels: {labels}}}\n"
-    )
+    return cluster_yaml(name, labels="{fleet: web}" if labelled else "{}", spec="")
 
 
 def build_set_world(base: Path) -> None:

@@ -7,14 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.scenario import Scenario, release_yaml
+from tests.support.scenario import Scenario, cluster_yaml, release_yaml
 
 
 def directory_cluster(path: str) -> str:
-    return (
-        "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\nmetadata: {name: prod}\n"
-        f"spec:\n  vars: {{env: prod}}\n  directory: {{path: '{path}'}}\n"
-    )
+    return cluster_yaml("prod", spec=f"vars: {{env: prod}}, directory: {{path: '{path}'}}")
 
 
 def on_prod(s: Scenario, path: str) -> None:

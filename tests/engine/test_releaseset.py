@@ -7,14 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.scenario import DEPLOYMENT, Scenario
+from tests.support.scenario import DEPLOYMENT, Scenario, cluster_yaml
 
 
-def cluster_yaml(name: str, labels: str, vars_: str = "{}") -> str:
-    return (
-        "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\n"
-        f"metadata: {{name: {name}, labels: {labels}}}\nspec: {{vars: {vars_}}}\n"
-    )
+def labelled(name: str, labels: str, vars_: str = "{}") -> str:
+    return cluster_yaml(name, labels=labels, spec=f"vars: {vars_}")
 
 
 SETTINGS = """\
@@ -43,9 +40,9 @@ def fleet(scenario: Scenario) -> Scenario:
     """Three Clusters (eu1 and us1 prod, dev1 dev), the app, and the set over prod."""
     scenario.commit(
         {
-            "clusters/eu1.yaml": cluster_yaml("eu1", "{env: prod, region: eu}", "{b: c}"),
-            "clusters/us1.yaml": cluster_yaml("us1", "{env: prod, region: us}"),
-            "clusters/dev1.yaml": cluster_yaml("dev1", "{env: dev}"),
+            "clusters/eu1.yaml": labelled("eu1", "{env: prod, region: eu}", "{b: c}"),
+            "clusters/us1.yaml": labelled("us1", "{env: prod, region: us}"),
+            "clusters/dev1.yaml": labelled("dev1", "{env: dev}"),
             "apps/web/deployment.yaml": DEPLOYMENT.replace("IMAGE", "1.0"),
             "apps/web/settings.yaml": SETTINGS,
             "releases/web.yaml": BY_LABEL,
@@ -103,12 +100,12 @@ def test_a_cluster_that_gains_the_label_gains_a_member_and_one_that_loses_it_los
 ) -> None:
     s = fleet
     assert s.reconcile().code == 0
-    s.commit({"clusters/dev1.yaml": cluster_yaml("dev1", "{env: prod}")}, "dev1 is prod now")
+    s.commit({"clusters/dev1.yaml": labelled("dev1", "{env: prod}")}, "dev1 is prod now")
 
     assert s.reconcile(minutes=1).code == 0
     assert s.has_status("web-dev1") and live(s, "dev1", "web-dev1").exists()
 
-    s.commit({"clusters/us1.yaml": cluster_yaml("us1", "{env: staging}")}, "us1 leaves prod")
+    s.commit({"clusters/us1.yaml": labelled("us1", "{env: staging}")}, "us1 leaves prod")
     result = s.reconcile(minutes=2)
 
     assert result.code == 0, result.err
@@ -152,7 +149,7 @@ def test_a_cluster_file_made_unparseable_removes_no_member(fleet: Scenario) -> N
     assert s.status("web-eu1")["lastAttempted"]["reason"] == "Synced"
     assert live(s, "us1", "web-us1").exists()
 
-    s.commit({"clusters/us1.yaml": cluster_yaml("us1", "{env: prod, region: us}")}, "fixed")
+    s.commit({"clusters/us1.yaml": labelled("us1", "{env: prod, region: us}")}, "fixed")
     assert s.reconcile(minutes=12).code == 0  # web-us1 due again (interval)
     assert s.status("web-us1")["lastAttempted"]["reason"] == "Synced"
     assert live(s, "us1", "web-us1").exists()
@@ -427,10 +424,7 @@ spec:
 
 
 def wave_cluster(name: str, wave: int) -> str:
-    return (
-        "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\n"
-        f"metadata: {{name: {name}, labels: {{fleet: web}}}}\nspec: {{wave: {wave}}}\n"
-    )
+    return cluster_yaml(name, labels="{fleet: web}", spec=f"wave: {wave}")
 
 
 def deployment_status(s: Scenario, cluster: str, name: str, healthy: bool) -> None:
@@ -536,8 +530,8 @@ def test_diff_of_a_branch_shows_the_members_a_label_change_adds_and_removes(
         s,
         "pr",
         {
-            "clusters/us1.yaml": cluster_yaml("us1", "{env: staging}"),
-            "clusters/dev1.yaml": cluster_yaml("dev1", "{env: prod}"),
+            "clusters/us1.yaml": labelled("us1", "{env: staging}"),
+            "clusters/dev1.yaml": labelled("dev1", "{env: prod}"),
         },
     )
     before = everything(s)

@@ -9,14 +9,11 @@ import yaml
 
 from convoy_batch.ticks import shards
 from tests.engine.test_scenarios import PROD, _convoy_release
-from tests.support.scenario import FAILURE_POLICY, Scenario, release_yaml
+from tests.support.scenario import FAILURE_POLICY, Scenario, cluster_yaml, release_yaml
 
 
 def cluster(name: str, wave: int) -> str:
-    return (
-        "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\n"
-        f"metadata: {{name: {name}}}\nspec: {{wave: {wave}, vars: {{env: {name}}}}}\n"
-    )
+    return cluster_yaml(name, spec=f"wave: {wave}, vars: {{env: {name}}}")
 
 
 def fleet(scenario: Scenario) -> None:

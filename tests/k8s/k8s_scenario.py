@@ -14,16 +14,13 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from tests.k8s.testenv import KubeEnv
-from tests.support.scenario import Scenario
+from tests.support.scenario import Scenario, cluster_yaml
 
 NAMESPACE = "apiVersion: v1\nkind: Namespace\nmetadata: {name: ${namespace}}\n"
 
 
 def kube_cluster(kubeconfig: Path) -> str:
-    return (
-        "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\nmetadata: {name: staging}\n"
-        f"spec:\n  vars: {{env: staging}}\n  kubernetes: {{kubeconfig: '{kubeconfig}'}}\n"
-    )
+    return cluster_yaml(spec=f"vars: {{env: staging}}, kubernetes: {{kubeconfig: '{kubeconfig}'}}")
 
 
 class KubeScenario(Scenario):

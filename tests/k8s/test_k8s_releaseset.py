@@ -6,6 +6,7 @@ by the deletion rules."""
 from tests.k8s.k8s_scenario import NAMESPACE, KubeScenario
 from tests.k8s.test_k8s_delete_release import deleted
 from tests.k8s.testenv import KubeEnv
+from tests.support.scenario import cluster_yaml
 
 SET = """\
 apiVersion: convoy.dev/v1alpha1
@@ -28,10 +29,8 @@ data: {region: "${region}", release: "${release}"}
 
 
 def kube_cluster(kube: KubeEnv, name: str, labels: str) -> str:
-    return (
-        "apiVersion: convoy.dev/v1alpha1\nkind: Cluster\n"
-        f"metadata: {{name: {name}, labels: {labels}}}\n"
-        f"spec: {{kubernetes: {{kubeconfig: '{kube.kubeconfig}'}}}}\n"
+    return cluster_yaml(
+        name, labels=labels, spec=f"kubernetes: {{kubeconfig: '{kube.kubeconfig}'}}"
     )
 
 

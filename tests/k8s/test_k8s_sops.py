@@ -17,15 +17,12 @@ from tests.renderers.test_sops import (
     holders,
     secret_yaml,
 )
-from tests.support.scenario import CONFIGMAP, DEPLOYMENT, FAILURE_POLICY
+from tests.support.scenario import CONFIGMAP, DEPLOYMENT, FAILURE_POLICY, release_yaml
 
 
 def release(name: str) -> str:
-    return (
-        f"apiVersion: convoy.dev/v1alpha1\nkind: Release\nmetadata: {{name: {name}}}\n"
-        f"spec:\n  cluster: staging\n  namespace: {name}\n  source:\n    path: apps/{name}\n"
-        "    decryption: {provider: sops, key: ops}\n" + FAILURE_POLICY
-    )
+    source = f"{{path: apps/{name}, decryption: {{provider: sops, key: ops}}}}"
+    return release_yaml(name, source=source, spec_extra=FAILURE_POLICY)
 
 
 def state_files(s: KubeScenario) -> dict[str, bytes]:

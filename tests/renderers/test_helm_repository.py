@@ -15,7 +15,7 @@ import pytest
 from tests.renderers.test_renderers import last_attempt
 from tests.support.chart_servers import HttpChartRepo, OciRegistry
 from tests.support.renderer_tools import Tools, real_helm
-from tests.support.scenario import FAILURE_POLICY, Scenario
+from tests.support.scenario import FAILURE_POLICY, Scenario, release_yaml
 
 DEPLOYMENT = """\
 apiVersion: apps/v1
@@ -42,12 +42,8 @@ def chart(version: str) -> dict[str, str]:
 
 def release(repository: str, version: str, extra: str = "", spec: str = FAILURE_POLICY) -> str:
     plain = ", plainHTTP: true" if repository.startswith("oci://") else ""
-    return (
-        "apiVersion: convoy.dev/v1alpha1\nkind: Release\nmetadata: {name: web}\n"
-        "spec:\n  cluster: staging\n  namespace: web\n  source:\n"
-        f"    render: {{type: Helm, repository: '{repository}', chart: web, "
-        f"version: '{version}'{plain}{extra}}}\n" + spec
-    )
+    render = f"{{type: Helm, repository: '{repository}', chart: web, version: '{version}'"
+    return release_yaml("web", source=f"{{render: {render}{plain}{extra}}}}}", spec_extra=spec)
 
 
 @pytest.fixture
@@ -325,7 +321,7 @@ def test_values_files_are_read_from_source_path_and_a_change_there_renders_again
     s = scenario
     http_repo.publish(chart("0.1.0"))
     text = release(http_repo.url, "0.1.0", ", valuesFiles: [values-staging.yaml]")
-    text = text.replace("  source:\n", "  source:\n    path: apps/web\n")
+    text = text.replace("  source: {render:", "  source: {path: apps/web, render:")
     s.commit({"releases/web.yaml": text, "apps/web/values-staging.yaml": "replicas: 2\n"})
     assert s.reconcile("web", minutes=0).code == 0
     assert s.live("web", "deployment.apps", "web")["spec"]["replicas"] == 2

@@ -17,7 +17,7 @@ from convoy_batch.models import Release
 from convoy_batch.renderers import command, process
 from tests.support.realworld import realworld
 from tests.support.renderer_tools import Tools, kustomize_kubectl
-from tests.support.scenario import FAILURE_POLICY, PROJECT, Scenario
+from tests.support.scenario import FAILURE_POLICY, PROJECT, Scenario, release_yaml
 
 
 @pytest.fixture
@@ -28,12 +28,7 @@ def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Tools:
 
 
 def release(name: str, path: str, render: str, extra: str = FAILURE_POLICY) -> str:
-    return (
-        "apiVersion: convoy.dev/v1alpha1\nkind: Release\n"
-        f"metadata: {{name: {name}}}\n"
-        f"spec:\n  cluster: staging\n  namespace: {name}\n"
-        f"  source:\n    path: {path}\n    render: {render}\n" + extra
-    )
+    return release_yaml(name, source=f"{{path: {path}, render: {render}}}", spec_extra=extra)
 
 
 def last_attempt(s: Scenario, name: str) -> tuple[str, str]:

@@ -30,7 +30,7 @@ import yaml
 import convoy_batch
 from convoy_batch.deployers.targets import TEMPORARY_PREFIXES, WRITTEN
 from convoy_batch.engine.tick import default_state_dir
-from tests.support.scenario import Result, Scenario, release_yaml
+from tests.support.scenario import Result, Scenario, cluster_yaml, release_yaml
 from tests.support.tenant import nowhere, refused, synced
 
 NOW = "2026-11-29T12:00:00Z"
@@ -139,10 +139,7 @@ def kube_cluster(name: str, path: str) -> str:
 
 
 def directory_cluster(name: str, path: str) -> str:
-    return (
-        f"apiVersion: convoy.dev/v1alpha1\nkind: Cluster\nmetadata: {{name: {name}}}\n"
-        f"spec:\n  vars: {{env: {name}}}\n  directory: {{path: '{path}'}}\n"
-    )
+    return cluster_yaml(name, spec=f"vars: {{env: {name}}}, directory: {{path: '{path}'}}")
 
 
 def on(cluster: str, name: str = "evil") -> str:

@@ -55,16 +55,37 @@ data: {env: ${env}}
 """
 
 
-def release_yaml(name: str = "web", *, spec_extra: str = "", annotations: str = "") -> str:
+def release_yaml(
+    name: str = "web",
+    *,
+    spec_extra: str = "",
+    annotations: str = "",
+    cluster: str = "staging",
+    source: str = "",
+) -> str:
+    """The tests' one Release file: ``name`` on ``cluster`` into namespace ``name``, its
+    source ``apps/<name>`` (or ``source``, a YAML flow mapping), then ``spec_extra``
+    (indented lines of ``spec``)."""
     meta = f"metadata:\n  name: {name}\n"
     if annotations:
         meta += f"  annotations:\n{annotations}"
     return (
         "apiVersion: convoy.dev/v1alpha1\nkind: Release\n"
         + meta
-        + f"spec:\n  cluster: staging\n  namespace: {name}\n  source: {{path: apps/{name}}}\n"
+        + f"spec:\n  cluster: {cluster}\n  namespace: {name}\n"
+        + f"  source: {source or '{path: apps/' + name + '}'}\n"
         + spec_extra
     )
+
+
+def cluster_yaml(name: str = "staging", *, labels: str = "", spec: str | None = None) -> str:
+    """The tests' one Cluster file: ``name`` with ``labels`` (a YAML flow mapping) and
+    ``spec``, the entries of its flow mapping (``wave: 1, vars: {env: east}``; None:
+    ``vars: {env: <name>}``; empty: no ``spec``)."""
+    meta = f"{{name: {name}, labels: {labels}}}" if labels else f"{{name: {name}}}"
+    entries = f"vars: {{env: {name}}}" if spec is None else spec
+    body = f"spec: {{{entries}}}\n" if entries else ""
+    return f"apiVersion: convoy.dev/v1alpha1\nkind: Cluster\nmetadata: {meta}\n{body}"
 
 
 FAILURE_POLICY = "  failurePolicy: {rollback: Auto, progressDeadline: 10m}\n"

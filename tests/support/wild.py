@@ -3,6 +3,8 @@ without ``protocol``, ``---`` at the top of files, several documents per file, a
 Ingress, resources and security contexts, a Job as an Argo CD PreSync hook. Written for
 these tests (a guestbook of two objects, a small shop of eleven)."""
 
+from tests.support.scenario import FAILURE_POLICY, release_yaml
+
 GUESTBOOK = {
     "guestbook-ui-deployment.yaml": """\
 apiVersion: apps/v1
@@ -192,13 +194,8 @@ spec:
 
 def release(name: str, *, cluster: str = "staging") -> str:
     """A Release of ``apps/<name>`` into namespace ``<name>``, created when missing."""
-    return (
-        "apiVersion: convoy.dev/v1alpha1\nkind: Release\n"
-        f"metadata: {{name: {name}}}\n"
-        f"spec:\n  cluster: {cluster}\n  namespace: {name}\n  source: {{path: apps/{name}}}\n"
-        "  syncPolicy: {createNamespace: true}\n"
-        "  failurePolicy: {rollback: Auto, progressDeadline: 10m}\n"
-    )
+    spec = "  syncPolicy: {createNamespace: true}\n" + FAILURE_POLICY
+    return release_yaml(name, cluster=cluster, spec_extra=spec)
 
 
 def change(name: str, files: dict[str, str], drop: tuple[str, ...] = ()) -> dict[str, str | None]:
