@@ -83,7 +83,9 @@ data: {a: b}
 """
 
 
-def job(name: str, phase: str) -> str:
+def job(name: str, phase: str, *, image: str = "1.0", ttl: bool = False) -> str:
+    """An Argo CD hook Job of ``phase``; ``ttl``: it deletes itself once finished
+    (``ttlSecondsAfterFinished: 0``)."""
     return f"""\
 ---
 apiVersion: batch/v1
@@ -93,13 +95,13 @@ metadata:
   annotations:
     argocd.argoproj.io/hook: {phase}
 spec:
-  backoffLimit: 0
+{"  ttlSecondsAfterFinished: 0" + chr(10) if ttl else ""}  backoffLimit: 0
   template:
     spec:
       restartPolicy: Never
       containers:
       - name: {name}
-        image: example/{name}:1.0
+        image: example/{name}:{image}
         resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}
 """
 

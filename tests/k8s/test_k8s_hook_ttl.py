@@ -22,30 +22,22 @@ from tests.k8s.test_k8s_hook_phases import (
     helm_job,
     read_or_none,
 )
+from tests.k8s.test_k8s_hook_phases import job as argo_job
 from tests.k8s.testenv import eventually
 from tests.support.scenario import FAILURE_POLICY
 
 
 def ttl_job(name: str, image: str = "1.0") -> str:
-    return f"""\
----
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: {name}
-  annotations:
-    argocd.argoproj.io/hook: PreSync
-spec:
-  ttlSecondsAfterFinished: 0
-  backoffLimit: 0
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: {name}
-        image: example/{name}:{image}
-        resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}
-"""
+    """A PreSync Job that deletes itself once finished."""
+    return argo_job(name, "PreSync", image=image, ttl=True)
+
+
+def running(s: KubeScenario, namespace: str) -> None:
+    """The Release ``namespace`` with the PreSync Job ``migrate``, applied, its pod
+    running (the Job holds convoy-batch's finalizer)."""
+    s.app(namespace, extra={"migrate.yaml": ttl_job("migrate")}, spec_extra=WAVED + FAILURE_POLICY)
+    assert s.reconcile(namespace, minutes=0).code == 0
+    eventually(lambda: s.kube.run_pods(namespace, "job-name=migrate"), "the Job's pod running")
 
 
 def job(s: KubeScenario, namespace: str, name: str) -> Any | None:
@@ -135,9 +127,7 @@ def test_ingress_nginx_admission_hooks_whose_jobs_delete_themselves_reach_succee
 
 def test_a_hook_job_deleted_while_it_runs_fails_its_phase(kscenario: KubeScenario) -> None:
     s = kscenario
-    s.app("ttlkill", extra={"migrate.yaml": ttl_job("migrate")}, spec_extra=WAVED + FAILURE_POLICY)
-    assert s.reconcile("ttlkill", minutes=0).code == 0
-    eventually(lambda: s.kube.run_pods("ttlkill", "job-name=migrate"), "the Job's pod running")
+    running(s, "ttlkill")
     s.kube.batch.delete_namespaced_job("migrate", "ttlkill", propagation_policy="Foreground")
     result = s.reconcile("ttlkill", minutes=1)
     status = s.status("ttlkill")
@@ -173,9 +163,7 @@ def test_a_running_hook_of_a_replaced_render_is_created_again_at_once(
     kscenario: KubeScenario,
 ) -> None:
     s = kscenario
-    s.app("ttlnew", extra={"migrate.yaml": ttl_job("migrate")}, spec_extra=WAVED + FAILURE_POLICY)
-    assert s.reconcile("ttlnew", minutes=0).code == 0
-    eventually(lambda: s.kube.run_pods("ttlnew", "job-name=migrate"), "the Job's pod running")
+    running(s, "ttlnew")
     s.commit({"apps/ttlnew/migrate.yaml": ttl_job("migrate", image="2.0")}, "migrate 2.0")
     result = s.reconcile("ttlnew", minutes=1)
     assert result.code == 0, result.err
@@ -190,9 +178,7 @@ def test_a_release_retired_while_its_hook_job_runs_is_deleted_whole(
     kscenario: KubeScenario,
 ) -> None:
     s = kscenario
-    s.app("ttlgone", extra={"migrate.yaml": ttl_job("migrate")}, spec_extra=WAVED + FAILURE_POLICY)
-    assert s.reconcile("ttlgone", minutes=0).code == 0
-    eventually(lambda: s.kube.run_pods("ttlgone", "job-name=migrate"), "the Job's pod running")
+    running(s, "ttlgone")
     s.commit({"releases/ttlgone.yaml": None}, "retire ttlgone")
     deleted(s, "ttlgone", 1)
     eventually(lambda: job(s, "ttlgone", "migrate") is None, "the hook Job deleted")
