@@ -37,7 +37,6 @@ from tests.support.realworld import (
     random_chart_release,
     realworld,
     states,
-    status_commits,
 )
 from tests.support.renderer_tools import Tools, kustomize_kubectl, real_helm
 from tests.support.scenario import Result, Scenario
@@ -132,11 +131,11 @@ def test_a_component_disabled_through_values_is_pruned_from_the_directory_cluste
     role = s.object_path("_cluster", "clusterrole.rbac.authorization.k8s.io", name)
     binding = s.object_path("_cluster", "clusterrolebinding.rbac.authorization.k8s.io", name)
     assert role.exists() and binding.exists()
-    podinfo = status_commits(s, PODINFO_CHART.name)
+    podinfo = s.status_log(PODINFO_CHART.name)
     commit_values(s, KUBE_STATE_METRICS, "{rbac: {create: false}}")
     assert world.settle() == {app.name: "Succeeded" for app in APPS}
     assert not role.exists() and not binding.exists()
-    assert status_commits(s, PODINFO_CHART.name) == podinfo
+    assert s.status_log(PODINFO_CHART.name) == podinfo
 
 
 def test_podinfos_chart_makes_one_render_for_one_commit_on_the_directory_cluster(
@@ -145,10 +144,10 @@ def test_podinfos_chart_makes_one_render_for_one_commit_on_the_directory_cluster
     s, name = world.s, PODINFO_CHART.name
     ref = s.status(name)["rollout"]["renderRef"]
     assert [h["renderRef"] for h in s.status(name)["history"]] == [ref]
-    before = status_commits(s, name)
+    before = s.status_log(name)
     s.commit({"NOTES.md": "Public apps, as published.\n"}, "notes")
     assert world.tick().code == 0
-    assert status_commits(s, name) == before
+    assert s.status_log(name) == before
     assert s.status(name)["rollout"]["renderRef"] == ref
 
 
@@ -158,7 +157,7 @@ def test_a_podinfo_image_that_never_becomes_ready_rolls_back_on_the_directory_cl
     s, name = world.s, PODINFO_CHART.name
     assert world.settle()[name] == "Succeeded"  # whatever the tests before left
     healthy = s.status(name)["rollout"]["renderRef"]
-    kustomize = status_commits(s, PODINFO_KUSTOMIZE.name)
+    kustomize = s.status_log(PODINFO_KUSTOMIZE.name)
     commit_values(s, PODINFO_CHART, f"{{image: {{tag: {BAD_TAG}}}}}")
     start = world.minute
     assert world.tick().code == 0
@@ -169,7 +168,7 @@ def test_a_podinfo_image_that_never_becomes_ready_rolls_back_on_the_directory_cl
     assert s.status(name)["rollout"]["state"] == "RolledBack"
     assert s.status(name)["lastHealthy"]["renderRef"] == healthy
     assert image(s, name).endswith(":6.2.3")
-    assert status_commits(s, PODINFO_KUSTOMIZE.name) == kustomize
+    assert s.status_log(PODINFO_KUSTOMIZE.name) == kustomize
 
 
 def image(s: Scenario, namespace: str) -> str:
@@ -201,7 +200,7 @@ def test_a_chart_random_on_every_render_is_reported_in_one_line_instead_of_rolli
         s.commit({"NOTES.md": f"change {minute}\n"}, f"notes {minute}")
         result = s.reconcile("--all", minutes=minute)
         lines += (result.out + result.err).splitlines()
-    assert sum("NewRender" in c for c in status_commits(s, "dice")) <= 1, status_commits(s, "dice")
+    assert sum("NewRender" in c for c in s.status_log("dice")) <= 1, s.status_log("dice")
     named = [line for line in lines if "configmap" in line.lower() and "dice-token" in line]
     assert named, lines
     message = s.status("dice")["lastAttempted"]["message"]
