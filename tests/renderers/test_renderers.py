@@ -27,8 +27,15 @@ def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Tools:
     return Tools(tmp_path / "bin", monkeypatch)
 
 
-def release(name: str, path: str, render: str, extra: str = FAILURE_POLICY) -> str:
-    return release_yaml(name, source=f"{{path: {path}, render: {render}}}", spec_extra=extra)
+def release(
+    name: str, path: str, render: str, extra: str = FAILURE_POLICY, *, url: str = ""
+) -> str:
+    """Release ``name`` of ``path`` rendered by ``render`` (a flow mapping), of the
+    repository ``url`` when given."""
+    remote = f", url: '{url}'" if url else ""
+    return release_yaml(
+        name, source=f"{{path: {path}, render: {render}{remote}}}", spec_extra=extra
+    )
 
 
 def last_attempt(s: Scenario, name: str) -> tuple[str, str]:

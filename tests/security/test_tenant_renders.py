@@ -281,9 +281,7 @@ def private_remote(s: Scenario, tmp_path: Path, secret: str) -> Path:
     }
     make_repo(upstream, files, branch="master")  # the cache's own HEAD: readable as it is
     url = str(upstream)
-    s.commit({"releases/good.yaml": release("good", "apps/good", "{type: Plain}").replace(
-        "    path: apps/good\n", f"    path: apps/good\n    url: {url}\n"
-    )})  # fmt: skip
+    s.commit({"releases/good.yaml": release("good", "apps/good", "{type: Plain}", url=url)})
     s.app("plain")
     result = s.reconcile(minutes=0)
     assert result.code == 0, result.err
@@ -335,9 +333,8 @@ def test_a_source_url_into_the_state_directory_is_refused_before_any_fetch(
     quoted = urllib.parse.quote(str(cache))
     written = url.format(cache=cache, digest=cache.name, quoted=quoted.replace("/", "%2F", 2))
     before = sorted((scenario.state / "sources").iterdir())
-    scenario.commit({"releases/hostile.yaml": release("hostile", "secret", "{type: Plain}").replace(
-        "    path: secret\n", f"    path: secret\n    url: '{written}'\n"
-    )})  # fmt: skip
+    hostile = release("hostile", "secret", "{type: Plain}", url=written)
+    scenario.commit({"releases/hostile.yaml": hostile})
     result = scenario.reconcile(minutes=1)
     message = hostile_refused(scenario, result, "SourceFailed", "spec.source.url")
     assert message == (
