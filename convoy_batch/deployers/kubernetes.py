@@ -35,7 +35,9 @@ Decisions where the spec is silent:
   failure in that order is the one reported.
 - Hooks (``convoy.dev/hook``, Argo CD's ``argocd.argoproj.io/hook``) are re-created when
   the live copy's ``convoy.dev/render`` differs (deleted in the background, then
-  applied) and left alone for the same render.
+  applied) and left alone for the same render; one being deleted (a Job that deleted
+  itself once finished) counts as gone: it is created again once the delete is over.
+  Each is created holding convoy-batch's finalizer (``stages/hooks.py``).
 - Create-only objects (Flux ``kustomize.toolkit.fluxcd.io/ssa: IfNotPresent``) are applied
   only while they do not exist (looked up with a GET when the labelled LIST lacks them);
   one that exists gets a merge patch of convoy-batch's label and render annotation when
@@ -310,8 +312,8 @@ class KubernetesDeployer:
         (:mod:`~convoy_batch.deployers.serverform`); remembered per (object, render) and
         live copy: the apply that follows a dry run in the same reconcile does not compare
         the same pair again, and an object its dry run found in sync is not applied."""
-        if live is None:
-            return False
+        if live is None or (is_hook(desired) and meta(live).get("deletionTimestamp")):
+            return False  # a hook being deleted is gone: created again (``_apply_one``)
         if self._settled_pairs.get(_pair(desired)) is live:
             return True
         if settled(desired, live) or self._server_forms.matches(desired, live):
@@ -475,7 +477,7 @@ class KubernetesDeployer:
                 applied = self._mark(resource, obj)
             else:
                 if is_hook(obj) and current is not None:
-                    log.info("%s: re-creating the hook for a new render", key)
+                    log.info("%s: creating the hook again (a new render, or it is being deleted)", key)
                     if not self._delete_and_wait(resource, key, "Background", HOOK_DELETE_WAIT):
                         return f"apply {key}: the previous render's hook is still being deleted"
                 body = self._body(obj, current)

@@ -55,8 +55,9 @@ def audit(s: KubeScenario, name: str, namespace: str = "") -> Iterator[tuple[str
             yield event["requestReceivedTimestamp"], verb, ref["resource"]
 
 
-def writes(s: KubeScenario, name: str, resource: str) -> list[tuple[str, str]]:
-    return [(when, verb) for when, verb, res in audit(s, name) if res == resource]
+def writes(s: KubeScenario, namespace: str, name: str, resource: str) -> list[tuple[str, str]]:
+    """(time, verb) of the writes to the object (:func:`audit`)."""
+    return [(when, verb) for when, verb, res in audit(s, name, namespace) if res == resource]
 
 
 def read_or_none(read: Any, *args: str) -> Any | None:
@@ -129,7 +130,7 @@ def test_an_argo_hook_of_presync_and_postsync_lives_until_its_postsync_phase_is_
     assert s.kube.batch.read_namespaced_job("post", "phased") is not None
     assert s.reconcile("phased", minutes=3).code == 0  # the PostSync Job runs
     assert s.configmap("phased", "settings") is not None
-    verbs = [verb for _, verb in writes(s, "settings", "configmaps")]
+    verbs = [verb for _, verb in writes(s, "phased", "settings", "configmaps")]
     assert verbs == ["apply", "patch", "delete", "apply", "patch"], (
         verbs
     )  # each let go once Current
@@ -239,7 +240,7 @@ def test_helm_rbac_hooks_of_pre_and_post_install_outlive_the_running_post_instal
             assert not job_complete(s, "patch")
             assert admission_rbac(s) == every, f"tick {minute}"
             s.kube.run_pods("admitted", "job-name=patch")  # running, not done
-    verbs = [verb for _, verb in writes(s, "admission", "serviceaccounts")]
+    verbs = [verb for _, verb in writes(s, "admitted", "admission", "serviceaccounts")]
     assert verbs == ["apply", "patch"], verbs  # applied once, let go once Current
 
     completing = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -248,7 +249,11 @@ def test_helm_rbac_hooks_of_pre_and_post_install_outlive_the_running_post_instal
     eventually(lambda: admission_rbac(s) == set(), "the admission hooks deleted")
     assert s.reconcile("admitted", minutes=7).code == 0
     assert admission_rbac(s) == set()  # not created again for this render
-    deletes = [when for when, verb in writes(s, "admission", "serviceaccounts") if verb == "delete"]
+    deletes = [
+        when
+        for when, verb in writes(s, "admitted", "admission", "serviceaccounts")
+        if verb == "delete"
+    ]
     assert len(deletes) == 1 and deletes[0] > completing, (completing, deletes)
 
 

@@ -183,3 +183,40 @@ def test_a_release_retired_while_its_hook_job_runs_is_deleted_whole(
     deleted(s, "ttlgone", 1)
     eventually(lambda: job(s, "ttlgone", "migrate") is None, "the hook Job deleted")
     assert sent(s, "ttlgone", "migrate") == ["apply", "delete", "patch"]  # deleted, then let go
+
+
+def test_a_self_deleting_job_of_pre_and_post_install_runs_again_with_its_rbac_hooks(
+    kscenario: KubeScenario,
+) -> None:
+    # Issue 47 item 5 on a real server: the tick that applies PostSync creates the Job
+    # again (it deleted itself after its PreSync run), and the health read before that
+    # tick says Current for the render (its PreSync run's end): the RBAC hooks of pre- and
+    # post-install must outlive the second run, however long it takes.
+    s = kscenario
+    extra = {"admission.yaml": ADMISSION}
+    extra["certs.yaml"] = helm_job("certs", "pre-install,post-install", ttl=True)
+    s.app("twice", extra=extra)
+    every = {"ServiceAccount", "Role", "RoleBinding"}
+    assert s.reconcile("twice", minutes=0).code == 0
+    first = complete(s, "twice", "certs")
+    assert first is not None
+
+    result = s.reconcile("twice", minutes=1)  # PreSync over: the app, and PostSync
+    assert result.code == 0, result.err
+    assert s.configmap("twice", "twice-config") is not None, s.status("twice")
+    assert admission_rbac(s, "twice") == every, "deleted in the tick that runs the Job again"
+    again = job(s, "twice", "certs")
+    assert again is not None and again.metadata.uid != first.metadata.uid, "not run again"
+    s.ready("twice")
+    for minute in (1, 2, 3):  # the second run goes on: nothing completes it
+        if minute > 1:
+            assert s.reconcile("twice", minutes=minute).code == 0
+        assert admission_rbac(s, "twice") == every, f"minute {minute}"
+        eventually(lambda: s.kube.run_pods("twice", "job-name=certs"), "the second run")
+
+    complete(s, "twice", "certs")
+    assert s.reconcile("twice", minutes=4).code == 0
+    eventually(lambda: admission_rbac(s, "twice") == set(), "the RBAC hooks deleted")
+    assert s.reconcile("twice", minutes=5).code == 0
+    assert s.status("twice")["rollout"]["state"] == "Succeeded"
+    assert sent(s, "twice", "certs").count("apply") == 2  # once per phase
