@@ -57,7 +57,7 @@ spec:
 
 
 def cluster(name: str, labelled: bool) -> str:
-    return cluster_yaml(name, labels="{fleet: web}" if labelled else "{}", spec="")
+    return cluster_yaml(name, labels="{fleet: web}" if labelled else "{}", vars="{}")
 
 
 def build_set_world(base: Path) -> None:

@@ -11,7 +11,7 @@ from tests.support.scenario import Scenario, cluster_yaml, release_yaml
 
 
 def directory_cluster(path: str) -> str:
-    return cluster_yaml("prod", spec=f"vars: {{env: prod}}, directory: {{path: '{path}'}}")
+    return cluster_yaml("prod", vars="{env: prod}", directory=f"{{path: '{path}'}}")
 
 
 def on_prod(s: Scenario, path: str) -> None:

@@ -11,7 +11,7 @@ from tests.support.scenario import DEPLOYMENT, Scenario, cluster_yaml
 
 
 def labelled(name: str, labels: str, vars_: str = "{}") -> str:
-    return cluster_yaml(name, labels=labels, spec=f"vars: {vars_}")
+    return cluster_yaml(name, labels=labels, vars=vars_)
 
 
 SETTINGS = """\
@@ -424,7 +424,7 @@ spec:
 
 
 def wave_cluster(name: str, wave: int) -> str:
-    return cluster_yaml(name, labels="{fleet: web}", spec=f"wave: {wave}")
+    return cluster_yaml(name, labels="{fleet: web}", wave=str(wave))
 
 
 def deployment_status(s: Scenario, cluster: str, name: str, healthy: bool) -> None:

@@ -13,7 +13,7 @@ from tests.support.scenario import FAILURE_POLICY, Scenario, cluster_yaml, relea
 
 
 def cluster(name: str, wave: int) -> str:
-    return cluster_yaml(name, spec=f"wave: {wave}, vars: {{env: {name}}}")
+    return cluster_yaml(name, wave=str(wave), vars=f"{{env: {name}}}")
 
 
 def fleet(scenario: Scenario) -> None:

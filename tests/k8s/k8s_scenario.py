@@ -20,7 +20,7 @@ NAMESPACE = "apiVersion: v1\nkind: Namespace\nmetadata: {name: ${namespace}}\n"
 
 
 def kube_cluster(kubeconfig: Path) -> str:
-    return cluster_yaml(spec=f"vars: {{env: staging}}, kubernetes: {{kubeconfig: '{kubeconfig}'}}")
+    return cluster_yaml(vars="{env: staging}", kubernetes=f"{{kubeconfig: '{kubeconfig}'}}")
 
 
 class KubeScenario(Scenario):

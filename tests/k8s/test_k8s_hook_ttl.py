@@ -62,6 +62,18 @@ def complete(s: KubeScenario, namespace: str, name: str) -> Any | None:
     return deleted_by_its_ttl(s, namespace, name)
 
 
+EVERY = {"ServiceAccount", "Role", "RoleBinding"}
+"""The admission RBAC hooks (:data:`ADMISSION`)."""
+
+
+def admitted(s: KubeScenario, namespace: str, **jobs: str) -> None:
+    """The Release ``namespace`` of the admission RBAC hooks of pre- and post-install and
+    ``jobs`` (a file's stem -> a hook Job), its PreSync phase applied."""
+    extra = {"admission.yaml": ADMISSION, **{f"{stem}.yaml": job for stem, job in jobs.items()}}
+    s.app(namespace, extra=extra)
+    assert s.reconcile(namespace, minutes=0).code == 0
+
+
 def sent(s: KubeScenario, namespace: str, name: str) -> list[str]:
     """What was sent to the Job (:func:`audit`'s verbs)."""
     return [verb for _, verb, resource in audit(s, name, namespace) if resource == "jobs"]
@@ -98,19 +110,16 @@ def test_ingress_nginx_admission_hooks_whose_jobs_delete_themselves_reach_succee
     # ingress-nginx 4.15's shape: RBAC hooks of pre- and post-install, a pre-install and
     # a post-install Job, each with ttlSecondsAfterFinished: 0.
     s = kscenario
-    extra = {"admission.yaml": ADMISSION}
-    extra["create.yaml"] = helm_job("create", "pre-install,pre-upgrade", ttl=True)
-    extra["patch.yaml"] = helm_job("patch", "post-install,post-upgrade", ttl=True)
-    s.app("ttlhelm", extra=extra)
-    every = {"ServiceAccount", "Role", "RoleBinding"}
-    assert s.reconcile("ttlhelm", minutes=0).code == 0
+    create = helm_job("create", "pre-install,pre-upgrade", ttl=True)
+    patch = helm_job("patch", "post-install,post-upgrade", ttl=True)
+    admitted(s, "ttlhelm", create=create, patch=patch)
     held = complete(s, "ttlhelm", "create")
     result = s.reconcile("ttlhelm", minutes=1)  # PreSync over: the app and PostSync
     assert result.code == 0, result.err
     assert s.configmap("ttlhelm", "ttlhelm-config") is not None, s.status("ttlhelm")
     assert held is not None and HOOK_FINALIZER in held.metadata.finalizers
     assert job(s, "ttlhelm", "patch") is not None
-    assert admission_rbac(s, "ttlhelm") == every  # the patch Job runs with them
+    assert admission_rbac(s, "ttlhelm") == EVERY  # the patch Job runs with them
 
     s.ready("ttlhelm")
     held = complete(s, "ttlhelm", "patch")
@@ -193,25 +202,21 @@ def test_a_self_deleting_job_of_pre_and_post_install_runs_again_with_its_rbac_ho
     # tick says Current for the render (its PreSync run's end): the RBAC hooks of pre- and
     # post-install must outlive the second run, however long it takes.
     s = kscenario
-    extra = {"admission.yaml": ADMISSION}
-    extra["certs.yaml"] = helm_job("certs", "pre-install,post-install", ttl=True)
-    s.app("twice", extra=extra)
-    every = {"ServiceAccount", "Role", "RoleBinding"}
-    assert s.reconcile("twice", minutes=0).code == 0
+    admitted(s, "twice", certs=helm_job("certs", "pre-install,post-install", ttl=True))
     first = complete(s, "twice", "certs")
     assert first is not None
 
     result = s.reconcile("twice", minutes=1)  # PreSync over: the app, and PostSync
     assert result.code == 0, result.err
     assert s.configmap("twice", "twice-config") is not None, s.status("twice")
-    assert admission_rbac(s, "twice") == every, "deleted in the tick that runs the Job again"
+    assert admission_rbac(s, "twice") == EVERY, "deleted in the tick that runs the Job again"
     again = job(s, "twice", "certs")
     assert again is not None and again.metadata.uid != first.metadata.uid, "not run again"
     s.ready("twice")
     for minute in (1, 2, 3):  # the second run goes on: nothing completes it
         if minute > 1:
             assert s.reconcile("twice", minutes=minute).code == 0
-        assert admission_rbac(s, "twice") == every, f"minute {minute}"
+        assert admission_rbac(s, "twice") == EVERY, f"minute {minute}"
         eventually(lambda: s.kube.run_pods("twice", "job-name=certs"), "the second run")
 
     complete(s, "twice", "certs")

@@ -29,9 +29,7 @@ data: {region: "${region}", release: "${release}"}
 
 
 def kube_cluster(kube: KubeEnv, name: str, labels: str) -> str:
-    return cluster_yaml(
-        name, labels=labels, spec=f"kubernetes: {{kubeconfig: '{kube.kubeconfig}'}}"
-    )
+    return cluster_yaml(name, labels=labels, kubernetes=f"{{kubeconfig: '{kube.kubeconfig}'}}")
 
 
 def test_a_set_over_two_kubernetes_clusters(kscenario: KubeScenario) -> None:

@@ -139,7 +139,7 @@ def kube_cluster(name: str, path: str) -> str:
 
 
 def directory_cluster(name: str, path: str) -> str:
-    return cluster_yaml(name, spec=f"vars: {{env: {name}}}, directory: {{path: '{path}'}}")
+    return cluster_yaml(name, vars=f"{{env: {name}}}", directory=f"{{path: '{path}'}}")
 
 
 def on(cluster: str, name: str = "evil") -> str:

@@ -78,14 +78,14 @@ def release_yaml(
     )
 
 
-def cluster_yaml(name: str = "staging", *, labels: str = "", spec: str | None = None) -> str:
-    """The tests' one Cluster file: ``name`` with ``labels`` (a YAML flow mapping) and
-    ``spec``, the entries of its flow mapping (``wave: 1, vars: {env: east}``; None:
-    ``vars: {env: <name>}``; empty: no ``spec``)."""
+def cluster_yaml(name: str = "staging", *, labels: str = "", **spec: str) -> str:
+    """The tests' one Cluster file: ``name`` with ``labels`` (a YAML flow mapping) and the
+    fields ``spec`` of its ``spec``, each a YAML value on its own line (``wave="1"``,
+    ``vars="{env: east}"``), so a test may add lines below; none: ``vars: {env: <name>}``."""
     meta = f"{{name: {name}, labels: {labels}}}" if labels else f"{{name: {name}}}"
-    entries = f"vars: {{env: {name}}}" if spec is None else spec
-    body = f"spec: {{{entries}}}\n" if entries else ""
-    return f"apiVersion: convoy.dev/v1alpha1\nkind: Cluster\nmetadata: {meta}\n{body}"
+    fields = spec or {"vars": f"{{env: {name}}}"}
+    lines = "".join(f"  {field}: {value}\n" for field, value in fields.items())
+    return f"apiVersion: convoy.dev/v1alpha1\nkind: Cluster\nmetadata: {meta}\nspec:\n{lines}"
 
 
 FAILURE_POLICY = "  failurePolicy: {rollback: Auto, progressDeadline: 10m}\n"
