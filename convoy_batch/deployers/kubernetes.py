@@ -477,7 +477,9 @@ class KubernetesDeployer:
                 applied = self._mark(resource, obj)
             else:
                 if is_hook(obj) and current is not None:
-                    log.info("%s: creating the hook again (a new render, or it is being deleted)", key)
+                    log.info(
+                        "%s: creating the hook again (a new render, or it is being deleted)", key
+                    )
                     if not self._delete_and_wait(resource, key, "Background", HOOK_DELETE_WAIT):
                         return f"apply {key}: the previous render's hook is still being deleted"
                 body = self._body(obj, current)
