@@ -8,7 +8,6 @@ ingress-nginx's chart, unmodified, is the real case, in the public content's sui
 
 The audit log tells what the server received and when; the tests play the kubelet."""
 
-import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -40,16 +39,13 @@ def audit(s: KubeScenario, name: str, namespace: str = "") -> Iterator[tuple[str
     and subresources aside, in the order received. The verb of a server-side apply is
     ``apply``; another patch stays ``patch`` (the removal of convoy-batch's hook
     finalizer)."""
-    for line in (s.kube.folder / "audit.log").read_text().splitlines():
-        event = json.loads(line)
+    for event in s.kube.writes():
         ref = event.get("objectRef", {})
         if (
             ref.get("name") == name
             and ref.get("namespace", "") == (namespace or ref.get("namespace", ""))
-            and event["verb"] in ("create", "patch", "update", "delete")
             and not ref.get("subresource")
             and "dryRun" not in event["requestURI"]
-            and not event.get("userAgent", "").startswith("kube-controller-manager")
         ):
             verb = "apply" if "force=true" in event["requestURI"] else event["verb"]
             yield event["requestReceivedTimestamp"], verb, ref["resource"]

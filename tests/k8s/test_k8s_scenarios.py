@@ -4,7 +4,6 @@ The tests play the kubelet (pod status) and move time only through ``--now``; ea
 test has its own Release names, hence its own namespaces on the shared server.
 """
 
-import json
 import subprocess
 import threading
 from pathlib import Path
@@ -375,20 +374,13 @@ def server_writes(s: KubeScenario, namespace: str, dry_runs: bool = False) -> li
     with ``dry_runs``): dry runs (unless asked for) and the controller-manager's own
     writes (status, tokens, its CA ConfigMap) aside."""
     writes = []
-    # Complete lines only: the controller-manager's own writes go on being logged meanwhile.
-    for line in (s.kube.folder / "audit.log").read_text().split("\n")[:-1]:
-        event = json.loads(line)
+    for event in s.kube.writes():
         ref = event.get("objectRef", {})
         ours = ref.get("namespace") == namespace or (
             ref.get("resource") == "namespaces" and ref.get("name") == namespace
         )
         dry = "dryRun" in event["requestURI"]
-        if (
-            ours
-            and not ref.get("subresource")
-            and (dry_runs or not dry)
-            and not event.get("userAgent", "").startswith("kube-controller-manager")
-        ):
+        if ours and not ref.get("subresource") and (dry_runs or not dry):
             verb = f"dry-run {event['verb']}" if dry else event["verb"]
             writes.append(f"{verb} {ref.get('resource')}/{ref.get('name')}")
     return writes

@@ -5,6 +5,7 @@ Outside CI a missing build or a server that does not start skips the Kubernetes 
 with the reason; under ``CI=true`` it fails them, so a broken environment is never green.
 """
 
+import json
 import os
 import subprocess
 import time
@@ -61,6 +62,18 @@ class KubeEnv:
         self.apps = client.AppsV1Api(self.api)
         self.batch = client.BatchV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
+
+    def writes(self) -> list[dict[str, Any]]:
+        """Every write the server received, as its audit log records it (one event per
+        request, on its receipt: the policy of ``scripts/k8s-testenv``), the
+        controller-manager's own aside (status, tokens, its CA ConfigMap); complete lines
+        only (the controller-manager's writes go on being logged meanwhile)."""
+        events = []
+        for line in (self.folder / "audit.log").read_text().split("\n")[:-1]:
+            event = json.loads(line)
+            if not event.get("userAgent", "").startswith("kube-controller-manager"):
+                events.append(event)
+        return events
 
     def limited_kubeconfig(self) -> Path:
         """A kubeconfig of the same server for a user without any role (RBAC refuses

@@ -4,7 +4,6 @@ beside the project, read-only): where to find them (skipped without them, failed
 scenario's GitOps repository. Reads the content; writes only into that repository."""
 
 import io
-import json
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -281,30 +280,21 @@ class Write:
 
 
 def convoy_writes(kube: KubeEnv) -> list[Write]:
-    """Every write convoy-batch sent the server (its user agent), dry runs included,
-    once per request (the log has an event per stage)."""
-    seen: dict[str, Write] = {}
-    for line in (kube.folder / "audit.log").read_text().splitlines():
-        event = json.loads(line)
-        if event.get("userAgent") != "convoy-batch" or event["verb"] in READ_VERBS:
-            continue
-        ref = event.get("objectRef", {})
-        seen.setdefault(
-            event["auditID"],
-            Write(
-                event["requestReceivedTimestamp"],
-                event["verb"],
-                ref.get("resource", ""),
-                ref.get("namespace", ""),
-                ref.get("name", ""),
-                "dryRun" in event["requestURI"],
-                "force=true" in event["requestURI"],
-            ),
+    """Every write convoy-batch sent the server (its user agent), dry runs included, in
+    the order received (:meth:`KubeEnv.writes`)."""
+    return [
+        Write(
+            event["requestReceivedTimestamp"],
+            event["verb"],
+            event.get("objectRef", {}).get("resource", ""),
+            event.get("objectRef", {}).get("namespace", ""),
+            event.get("objectRef", {}).get("name", ""),
+            "dryRun" in event["requestURI"],
+            "force=true" in event["requestURI"],
         )
-    return sorted(seen.values(), key=lambda w: w.time)
-
-
-READ_VERBS = frozenset({"get", "list", "watch"})
+        for event in kube.writes()
+        if event.get("userAgent") == "convoy-batch"
+    ]
 
 
 # --- the directory cluster ------------------------------------------------------------
