@@ -105,11 +105,11 @@ def tick_env(extra: Mapping[str, str] = ({})) -> dict[str, str]:
     return env
 
 
-Tick = subprocess.Popen[bytes] | Forked
+TickProcess = subprocess.Popen[bytes] | Forked
 """A tick's process: started by ``subprocess``, or forked (``tests/support/forked.py``)."""
 
 
-def start_tick(case: Path, minutes: float, extra: Mapping[str, str] = ({})) -> Tick:
+def start_tick(case: Path, minutes: float, extra: Mapping[str, str] = ({})) -> TickProcess:
     """``reconcile --all --now <minutes>`` over ``case/repo`` and ``case/state``, in a
     process of its own, in a new session (so its process group is its own): forked from a
     parent that imported the CLI, but with the injector (``LD_PRELOAD``), which only a
@@ -129,7 +129,7 @@ def start_tick(case: Path, minutes: float, extra: Mapping[str, str] = ({})) -> T
     )
 
 
-def finish_tick(proc: Tick, timeout: float = 180) -> tuple[str, str]:
+def finish_tick(proc: TickProcess, timeout: float = 180) -> tuple[str, str]:
     """Wait for a tick (bounded), then kill whatever is left of its process group."""
     try:
         out, err = proc.communicate(timeout=timeout)
