@@ -28,7 +28,9 @@
  *
  * Calls that the C library makes internally (stdio buffers flushed to a file) do not
  * pass through these symbols and are not seen. Without CRASH_SHIM_COUNTERS the shim
- * only passes calls through.
+ * only passes calls through. A process forked from one that loaded the shim so (the
+ * tests' fork server) calls crash_shim_configure() once its environment is set, and
+ * counts from there as a process that started with the settings does.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -77,7 +79,10 @@ static int errno_named(const char *name) {
     return (int)strtol(name, NULL, 10);
 }
 
-__attribute__((constructor)) static void crash_shim_init(void) {
+/* Read the settings from the environment: at load, and again in a process forked from
+ * one that loaded the injector without settings, once its environment is set (the
+ * tests' fork server calls it so). */
+__attribute__((visibility("default"))) void crash_shim_configure(void) {
     const char *path = getenv("CRASH_SHIM_COUNTERS");
     if (path == NULL || *path == '\0')
         return;
@@ -116,6 +121,8 @@ __attribute__((constructor)) static void crash_shim_init(void) {
     }
     counters = map;
 }
+
+__attribute__((constructor)) static void crash_shim_init(void) { crash_shim_configure(); }
 
 static void fd_path(int fd, char *out, size_t size) {
     char link[64];

@@ -21,7 +21,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -34,7 +33,7 @@ import pytest
 import yaml
 
 from convoy_batch.timefmt import format_time
-from tests.support.forked import Forked, plain
+from tests.support.forked import Forked
 from tests.support.scenario import (
     CONFIGMAP,
     DEPLOYMENT,
@@ -105,40 +104,24 @@ def tick_env(extra: Mapping[str, str] = ({})) -> dict[str, str]:
     return env
 
 
-TickProcess = subprocess.Popen[bytes] | Forked
-"""A tick's process: started by ``subprocess``, or forked (``tests/support/forked.py``)."""
-
-
-def start_tick(case: Path, minutes: float, extra: Mapping[str, str] = ({})) -> TickProcess:
+def start_tick(case: Path, minutes: float, extra: Mapping[str, str] = ({})) -> Forked:
     """``reconcile --all --now <minutes>`` over ``case/repo`` and ``case/state``, in a
-    process of its own, in a new session (so its process group is its own): forked from a
-    parent that imported the CLI, but with the injector (``LD_PRELOAD``), which only a
-    process that starts afresh loads."""
+    process of its own, in a new session (so its process group is its own), forked from a
+    server that imported the CLI (``tests/support/forked.py``), with the injector when
+    ``extra`` preloads it."""
     argv = ["--repo", "repo", "--state", "state", "reconcile", "--all", "--now", at(minutes)]
-    if plain(extra):
-        return Forked(argv, case, tick_env(extra))
-    command = [sys.executable, "-m", "convoy_batch.cli", *argv]
-    return subprocess.Popen(
-        command,
-        cwd=case,
-        env=tick_env(extra),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    return Forked(argv, case, tick_env(extra))
 
 
-def finish_tick(proc: TickProcess, timeout: float = 180) -> tuple[str, str]:
-    """Wait for a tick (bounded), then kill whatever is left of its process group."""
+def finish_tick(proc: Forked, timeout: float = 180) -> tuple[str, str]:
+    """Wait for a tick (bounded; killed when it does not end in time). What is left of its
+    process group is killed before the tick is reaped (``forked.py``)."""
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        kill_group(proc.pid)
+        proc.kill()
         out, err = proc.communicate()
         err += b"\n(the tick did not end in time and was killed)"
-    finally:
-        kill_group(proc.pid)
     return out.decode(errors="replace"), err.decode(errors="replace")
 
 
@@ -215,29 +198,6 @@ def run_tick(
             assert n is not None
             run.hit = event_line(lines, kind, n)
     return run
-
-
-def kill_group(pgid: int) -> None:
-    """SIGKILL what is left of a process group, and wait (bounded) until none of it runs."""
-    deadline = time.monotonic() + 5
-    while True:
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            return
-        if not group_alive(pgid) or time.monotonic() > deadline:
-            return
-        time.sleep(0.02)
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether a process of the group runs still (zombies, waiting for a parent, do not)."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                return True
-    return False
 
 
 def count_events(events: list[str]) -> dict[str, int]:

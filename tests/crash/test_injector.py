@@ -1,6 +1,7 @@
 """The crash injector itself: it kills the whole process group before the call it is
 set to, and numbers calls across the processes and threads that load it."""
 
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,6 +37,15 @@ subprocess.run(["git", "init", "-q", "r"], check=True)
 """
 
 
+def running(pid: int) -> bool:
+    """Whether the process runs (a zombie, waiting for its parent, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def run_python(folder: Path, code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", code],
@@ -58,9 +68,9 @@ def test_the_injector_kills_the_process_group_before_the_call(shim: Path, tmp_pa
     assert line.startswith("rename 1 ") and "rename(a, b)" in line
     child = int((tmp_path / "pid").read_text())
     deadline = time.monotonic() + 5
-    while h.group_alive(child) and time.monotonic() < deadline:
+    while running(child) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not h.group_alive(child), "the tick's child outlived the crash"
+    assert not running(child), "the tick's child outlived the crash"
 
 
 def test_the_injector_numbers_calls_across_processes_and_threads(
@@ -83,3 +93,20 @@ def test_the_injector_numbers_calls_across_processes_and_threads(
     assert {p[0] for p in from_git} >= {"mkdir", "create"}, from_git
     assert {p[2] for p in from_git}.isdisjoint({own[0][2]})
     assert (tmp_path / "r" / ".git").is_dir()
+
+
+def test_a_tick_forked_from_the_server_counts_and_crashes_as_one_started_afresh(
+    shim: Path, tmp_path: Path
+) -> None:
+    # The tick forks from a server that loaded the injector without settings; the child
+    # reads them once its environment is set: recorded, then killed at its first mkdir.
+    h.git(tmp_path, "init", "-q", "repo")
+    h.git(tmp_path / "repo", "commit", "-q", "--allow-empty", "-m", "empty")
+    recorded = h.run_tick(tmp_path, 0, shim=shim)
+    assert recorded.code == 0, recorded.err
+    first = next(line for line in recorded.events if line.startswith("mkdir 1 "))
+    shutil.rmtree(tmp_path / "state")
+    crashed = h.run_tick(tmp_path, 0, shim=shim, kind="mkdir", n=1)
+    assert crashed.killed and crashed.hit is not None, crashed
+    assert crashed.hit.split(" ", 5)[5] == first.split(" ", 5)[5]
+    assert not (tmp_path / "state").exists()
