@@ -15,14 +15,18 @@ kill at any point be repaired by the next tick (the caller holds
    copy of the index;
 5. one ``git update-ref --stdin`` transaction moves HEAD (its branch) from the old commit
    to the new one (refused if it moved) and deletes the staging ref; git writes the
-   ref logs; the locked copy is renamed over the index at once (the lock let go);
+   ref logs; the locked copy is renamed over the index the moment git answers
+   ``commit: ok``, before git exits (the lock let go);
 6. the marker is removed.
 
 Why the index is ready before the branch moves: ``git commit`` reads HEAD, then the
 index without a lock, and only then takes ``index.lock``; a person's commit that saw
 the new HEAD and the old index would delete the new statuses. So the time between the
 branch moving and the index being replaced is only the rename, as in git's own commit
-(which writes the index before it moves the branch). A batch that fails before the
+(which writes the index before it moves the branch): the transaction is sent as
+``start``/``prepare``/``commit`` and the rename follows git's answer to ``commit``, not
+git's exit (milliseconds: a person's commit, retried in a loop beside a 40-Release
+tick under load, once fell into that window). A batch that fails before the
 branch moves (a full disk, a failing fsync, a lock git could not write) puts the paths
 back as HEAD has them, a new status file removed from the working tree too, so nothing
 is left untracked; one that fails after has landed: it is reported as written, and the
@@ -164,15 +168,21 @@ class GitWriter:
         self._mark({"paths": list(paths)})
         moved = False
         try:
-            with self._index_locked() as index_env:
+            with self._index_locked() as locked:
                 old = self.head()
                 new = build(old)
-                if index_env is not None and update_first:
-                    update(old, new, paths, index_env)
-                self._move(old, new, message)
-                moved = True
-                if index_env is not None and not update_first:
-                    update(old, new, paths, index_env)
+                if locked.env is not None and update_first:
+                    update(old, new, paths, locked.env)
+
+                def landed() -> None:
+                    nonlocal moved
+                    moved = True
+                    if update_first:
+                        locked.replace()  # at once: see the module docstring
+
+                self._move(old, new, message, then=landed)
+                if locked.env is not None and not update_first:
+                    update(old, new, paths, locked.env)
         except Exception as exc:
             if not moved:
                 self._unmoved(paths, touched=update_first)
@@ -185,20 +195,30 @@ class GitWriter:
         self._unmark()
         return Landed([])
 
-    def _move(self, old: str | None, new: str, message: str) -> None:
+    def _move(self, old: str | None, new: str, message: str, then: Callable[[], None]) -> None:
         """One ``update-ref`` transaction: the branch from ``old`` to ``new``, the staging
-        ref deleted. Returns once the branch is at ``new``; GitError when it stayed at
+        ref deleted; ``then`` is called the moment git says it is committed (before git
+        exits). Returns once the branch is at ``new``; GitError when it stayed at
         ``old``, HeadMoved when another writer moved it."""
-        transaction = f"update HEAD {new} {old or _ZERO}\ndelete {STAGING_REF}\n"
-        try:
-            self.git("update-ref", "-m", message, "--stdin", input=transaction.encode())
-        except GitError:
-            now = self.head()
-            if now == new:
-                return  # git moved the branch, then failed at what followed
-            if now != old:
-                raise HeadMoved("the branch moved while the commits were written") from None
-            raise
+        transaction = f"start\nupdate HEAD {new} {old or _ZERO}\ndelete {STAGING_REF}\n"
+        with self.popen("update-ref", "-m", message, "--stdin") as proc:
+            assert proc.stdin is not None and proc.stdout is not None
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.write(f"{transaction}prepare\ncommit\n".encode())
+                proc.stdin.close()
+            said = [proc.stdout.readline() for _ in range(3)]
+            if said[-1] == b"commit: ok\n":
+                then()
+                return
+            assert proc.stderr is not None
+            problem = _one_line(proc.stderr.read(), f"exit {proc.wait()}")
+        now = self.head()
+        if now == new:
+            then()  # git moved the branch, then failed at what followed
+            return
+        if now != old:
+            raise HeadMoved("the branch moved while the commits were written")
+        raise GitError(f"git update-ref: {problem}")
 
     def _unmoved(self, paths: Sequence[str], *, touched: bool) -> None:
         """The branch did not move: put back what ``update`` wrote, else only drop the
@@ -261,32 +281,27 @@ class GitWriter:
         self._as_in_head(new, paths, env)
 
     @contextlib.contextmanager
-    def _index_locked(self) -> Iterator[dict[str, str] | None]:
-        """Hold ``index.lock`` holding a copy of the index; yields the environment that
-        makes git update that copy (None: a bare repository, nothing to update). The copy
-        replaces the index when the block ends without an error."""
+    def _index_locked(self) -> Iterator["_LockedIndex"]:
+        """Hold ``index.lock`` holding a copy of the index (:class:`_LockedIndex`). The
+        copy replaces the index when the block ends without an error, unless the block
+        replaced it already."""
         index = self.git_dir / "index"
         if self.work_tree is None:
-            yield None
+            yield _LockedIndex(None, None, index)
             return
         lock, fd = self._take(index)
+        locked = _LockedIndex({"GIT_INDEX_FILE": f"{index}.lock"}, lock, index)
         try:
             with failing(f"{index}.lock", "write"):
                 copy = index.read_bytes() if index.is_file() else self._empty_index()
                 _write_all(fd, copy)
-            yield {"GIT_INDEX_FILE": f"{index}.lock"}
+            yield locked
         except BaseException:
-            with contextlib.suppress(OSError):
-                lock.rollback()
+            if not locked.replaced:
+                with contextlib.suppress(OSError):
+                    lock.rollback()
             raise
-        try:
-            lock.commit()
-        except OSError as exc:
-            # Ours, and the index it was to replace is now stale: let go of it, so that
-            # the paths can be put back (or a person's git can take the lock again).
-            with contextlib.suppress(OSError):
-                os.unlink(f"{index}.lock")
-            raise GitError(f"{index}.lock: rename to index: {exc.strerror or exc}") from None
+        locked.replace()
 
     def _empty_index(self) -> bytes:
         """An index with no entry, as git writes it (a checkout that never staged a file
@@ -363,9 +378,9 @@ class GitWriter:
         head = self.head()
         try:
             if paths and head is not None:
-                with self._index_locked() as index_env:
-                    if index_env is not None:
-                        self._as_in_head(head, paths, index_env)
+                with self._index_locked() as locked:
+                    if locked.env is not None:
+                        self._as_in_head(head, paths, locked.env)
         except (GitError, OSError) as exc:
             log.warning(
                 "git: %s of the index not put back as HEAD has them: %s",
@@ -412,22 +427,63 @@ class GitWriter:
         strip: bool = True,
     ) -> str:
         """Run git on this repository; GitError (one line) when it fails and ``check``."""
+        proc = subprocess.run(
+            ["git", *_CONFIG, *args], input=input, env=self._env(env), capture_output=True,
+            check=False, cwd=self.work_tree or self.git_dir,
+        )  # fmt: skip
+        if check and proc.returncode != 0:
+            raise GitError(f"git {args[0]}: {_one_line(proc.stderr, f'exit {proc.returncode}')}")
+        out = proc.stdout.decode(errors="replace")
+        return out.strip() if strip else out
+
+    def popen(self, *args: str) -> "subprocess.Popen[bytes]":
+        """git on this repository, talked to through its standard input and output."""
+        return subprocess.Popen(
+            ["git", *_CONFIG, *args], env=self._env(None), cwd=self.work_tree or self.git_dir,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+
+    def _env(self, env: Mapping[str, str] | None) -> dict[str, str]:
         full_env = {k: v for k, v in os.environ.items() if k != "GIT_INDEX_FILE"}
         full_env.update(GIT_DIR=str(self.git_dir), GIT_TERMINAL_PROMPT="0")
         if self.work_tree is not None:
             full_env["GIT_WORK_TREE"] = str(self.work_tree)
         full_env.update(env or {})
-        proc = subprocess.run(
-            ["git", *_CONFIG, *args], input=input, env=full_env, capture_output=True,
-            check=False, cwd=self.work_tree or self.git_dir,
-        )  # fmt: skip
-        if check and proc.returncode != 0:
-            lines = proc.stderr.decode(errors="replace").splitlines()
-            # git's hints are advice for a person at a terminal, not part of the error.
-            detail = " ".join(" ".join(ln.split()) for ln in lines if not ln.startswith("hint:"))
-            raise GitError(f"git {args[0]}: {detail or f'exit {proc.returncode}'}")
-        out = proc.stdout.decode(errors="replace")
-        return out.strip() if strip else out
+        return full_env
+
+
+class _LockedIndex:
+    """``index.lock`` held, holding a copy of the index: ``env`` makes git update that
+    copy (None: a bare repository, nothing to update); :meth:`replace` renames the copy
+    over the index, letting go of the lock."""
+
+    def __init__(self, env: dict[str, str] | None, lock: LockedFD | None, index: Path) -> None:
+        self.env = env
+        self._lock = lock
+        self._index = index
+        self.replaced = lock is None
+
+    def replace(self) -> None:
+        if self.replaced:
+            return
+        assert self._lock is not None
+        self.replaced = True
+        try:
+            self._lock.commit()
+        except OSError as exc:
+            # Ours, and the index it was to replace is now stale: let go of it, so that
+            # the paths can be put back (or a person's git can take the lock again).
+            with contextlib.suppress(OSError):
+                os.unlink(f"{self._index}.lock")
+            why = exc.strerror or exc
+            raise GitError(f"{self._index}.lock: rename to index: {why}") from None
+
+
+def _one_line(stderr: bytes, otherwise: str) -> str:
+    """git's error output as one line, without its hints (advice for a person at a
+    terminal, not part of the error)."""
+    lines = stderr.decode(errors="replace").splitlines()
+    return " ".join(" ".join(ln.split()) for ln in lines if not ln.startswith("hint:")) or otherwise
 
 
 @contextlib.contextmanager

@@ -36,13 +36,10 @@ last_healthy.carry_out = sync.carry_out = carry_out
 """
 KILL_AFTER_BRANCH_MOVED = """
 from convoy_batch.status import gitwrite
-real = gitwrite.GitWriter.git
-def git(self, *args, **kwargs):
-    out = real(self, *args, **kwargs)
-    if args[0] == "update-ref":
-        os._exit(137)
-    return out
-gitwrite.GitWriter.git = git
+real = gitwrite.GitWriter._move
+def _move(self, old, new, message, then):
+    real(self, old, new, message, then=lambda: os._exit(137))  # before the index is replaced
+gitwrite.GitWriter._move = _move
 """
 
 
