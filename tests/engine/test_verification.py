@@ -10,7 +10,6 @@ import json
 import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import pytest
 
 from convoy_batch.ticks.wakeups import work_waiting
 from convoy_batch.timefmt import format_time
+from tests.support.loopback import Exchange, Loopback
 from tests.support.metrics_servers import Exporter, Prometheus, prometheus_binary
 from tests.support.needs import needs
 from tests.support.scenario import FAILURE_POLICY, PROJECT, T0, Result, Scenario
@@ -34,42 +34,25 @@ class Endpoint:
         self.token: str | None = None  # set: a request without this bearer token is 401
         self.delay = threading.Event()  # set: answer only once the client gave up
         self.closed = threading.Event()
-        self.requests = 0
-        endpoint = self
+        self._server = Loopback(self._handle)
+        self.url = f"{self._server.url}/metrics"
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                endpoint.requests += 1
-                if (
-                    endpoint.token
-                    and self.headers.get("Authorization") != f"Bearer {endpoint.token}"
-                ):
-                    self.send_response(401)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                if endpoint.delay.is_set():
-                    endpoint.closed.wait(3)  # beyond the analysis's timeout (1s)
-                    self.close_connection = True
-                    return
-                body = json.dumps({"data": {"ratio": endpoint.value}}).encode()
-                self.send_response(endpoint.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+    def _handle(self, exchange: Exchange) -> None:
+        if self.token and exchange.request.headers.get("Authorization") != f"Bearer {self.token}":
+            exchange.reply(401)
+        elif self.delay.is_set():
+            self.closed.wait(3)  # beyond the analysis's timeout (1s)
+            exchange.drop()
+        else:
+            exchange.json({"data": {"ratio": self.value}}, self.status)
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    @property
+    def requests(self) -> int:
+        return len(self._server.requests)
 
     def close(self) -> None:
         self.closed.set()
-        self.server.shutdown()
-        self.server.server_close()
+        self._server.close()
 
 
 @pytest.fixture
@@ -338,15 +321,28 @@ def test_a_measurement_due_wakes_its_release_between_its_intervals(
 # --- Prometheus ---------------------------------------------------------------------------
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 @needs("prometheus")
-def prometheus(tmp_path: Path) -> Iterator[tuple[Exporter, Prometheus]]:
+def prometheus_server(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Exporter, Prometheus]]:
+    """One exporter and one Prometheus scraping it for the module's tests."""
     binary = prometheus_binary()
     exporter = Exporter()
-    server = Prometheus(binary, exporter, tmp_path / "prometheus")
+    server = Prometheus(binary, exporter, tmp_path_factory.mktemp("metrics") / "prometheus")
     yield exporter, server
     server.stop()
     exporter.close()
+
+
+@pytest.fixture
+def prometheus(
+    prometheus_server: tuple[Exporter, Prometheus],
+) -> tuple[Exporter, Prometheus]:
+    """The module's Prometheus, its exporter's values cleared: a test waits (``seen``)
+    for what it set, a series it did not set is gone at the next scrape."""
+    prometheus_server[0].values.clear()
+    return prometheus_server
 
 
 QUERY = 'http_success_ratio{app="${release}"}'
@@ -411,9 +407,8 @@ def test_an_empty_or_nan_prometheus_result_holds(
     exporter.values["web"] = value
     exporter.values["other"] = "1"  # something is scraped, so the empty vector is real
     s.app(spec_extra=prometheus_spec(server.address, deadline="1m"))
-    start = server.seen('http_success_ratio{app="other"}', "1")
-    if value is not None:
-        start = server.seen('http_success_ratio{app="web"}', value)
+    server.seen('http_success_ratio{app="other"}', "1")
+    start = server.seen('http_success_ratio{app="web"}', value)  # None: no sample
     assert tick_at(s, start).code == 0
     s.deployment_ready()
 

@@ -14,17 +14,16 @@ resource type's first LIST gets from a Kubernetes 1.34 server.
 
 import http.client
 import json
-import socket
 import ssl
-import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
+
+from tests.support.loopback import Exchange, Loopback
 
 HOLD_LIMIT = 120.0  # seconds a held request waits at most (switching the fault ends it first)
 UPSTREAM_TIMEOUT = 30.0  # seconds for the real server's answer
@@ -107,14 +106,11 @@ class FaultProxy:
 
     def __post_init__(self) -> None:
         self._context = ssl.create_default_context(cafile=str(self.ca_file))
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._server = Loopback(self._handle, keep_alive=True)  # as the API server keeps them
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return self._server.url
 
     def set(self, fault: Fault | None) -> None:
         """Switch the fault (None: forward everything); held requests are let go."""
@@ -128,9 +124,7 @@ class FaultProxy:
 
     def close(self) -> None:
         self.set(None)
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
+        self._server.close()
 
     def __enter__(self) -> "FaultProxy":
         return self
@@ -140,7 +134,33 @@ class FaultProxy:
     ) -> None:
         self.close()
 
-    # --- used by the handler ----------------------------------------------------------
+    # --- the requests ------------------------------------------------------------------
+
+    def _handle(self, exchange: Exchange) -> None:
+        request = exchange.request
+        fault, release = self.take(request.method, request.path)
+        if fault is not None and fault.kind == "hold":
+            release.wait(timeout=HOLD_LIMIT)
+            exchange.drop()
+            return
+        if fault is not None and fault.kind == "status":
+            exchange.raw(_status(fault.status, fault.retry_after).raw())
+            return
+        if fault is not None and fault.kind == "slow":
+            release.wait(timeout=fault.delay)
+        try:
+            answer = self.forward(request.method, request.path, request.headers, request.body)
+        except OSError:  # the server is down: the client sees its connection cut
+            exchange.reset()
+            return
+        raw = answer.raw()
+        if fault is not None and fault.kind == "cut-headers":  # in a header's name
+            exchange.reset(raw[: raw.index(b"\r\nContent-Type:") + len(b"\r\nCont")])
+        elif fault is not None and fault.kind == "cut-body":
+            start = raw.index(b"\r\n\r\n") + 4
+            exchange.reset(raw[: start + len(answer.body) // 2])
+        else:
+            exchange.raw(raw)
 
     def take(self, method: str, path: str) -> tuple[Fault | None, threading.Event]:
         """The fault for this request, counted (None: forward it), and the event that
@@ -185,56 +205,6 @@ def _status(code: int, retry_after: str | None) -> _Answer:
         headers.append(("Retry-After", retry_after))
     data = json.dumps({**body, "reason": reason, "code": code}).encode()
     return _Answer(code, reason, headers, data)
-
-
-def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive, as the API server does
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Quiet: the test reads ``hits``."""
-
-        def handle_one(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            fault, release = proxy.take(self.command, self.path)
-            if fault is not None and fault.kind == "hold":
-                release.wait(timeout=HOLD_LIMIT)
-                self.close_connection = True
-                return
-            if fault is not None and fault.kind == "status":
-                self._send(_status(fault.status, fault.retry_after).raw())
-                return
-            if fault is not None and fault.kind == "slow":
-                release.wait(timeout=fault.delay)
-            try:
-                answer = proxy.forward(self.command, self.path, self.headers, body)
-            except OSError:  # the server is down: the client sees its connection cut
-                self._reset(b"")
-                return
-            raw = answer.raw()
-            if fault is not None and fault.kind == "cut-headers":  # in a header's name
-                self._reset(raw[: raw.index(b"\r\nContent-Type:") + len(b"\r\nCont")])
-            elif fault is not None and fault.kind == "cut-body":
-                start = raw.index(b"\r\n\r\n") + 4
-                self._reset(raw[: start + len(answer.body) // 2])
-            else:
-                self._send(raw)
-
-        def _send(self, raw: bytes) -> None:
-            self.wfile.write(raw)
-            self.wfile.flush()
-
-        def _reset(self, prefix: bytes) -> None:
-            """``prefix``, then a reset (no FIN): the answer ends where it was cut."""
-            self.wfile.write(prefix)
-            self.wfile.flush()
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.close_connection = True
-
-        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = handle_one
-
-    return Handler
 
 
 def proxy_kubeconfig(kubeconfig: Path, proxy: FaultProxy, path: Path) -> Path:

@@ -17,10 +17,8 @@ import json
 import os
 import secrets
 import tempfile
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,7 @@ import yaml
 import convoy_batch
 from convoy_batch.deployers.targets import TEMPORARY_PREFIXES, WRITTEN
 from convoy_batch.engine.tick import default_state_dir
+from tests.support.loopback import Exchange, Loopback
 from tests.support.scenario import Result, Scenario, cluster_yaml, release_yaml
 from tests.support.tenant import nowhere, refused, synced
 
@@ -42,47 +41,35 @@ HEALTHY = ("web", "api")
 # --- the tenant's server: records what reaches it -------------------------------------
 
 
-class TenantServer(ThreadingHTTPServer):
+class TenantServer:
     """A loopback HTTP server of the tenant's choosing: it records every request (its
     line and headers) and answers 503."""
 
     def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Recording)
-        self.requests: list[str] = []
+        self._server = Loopback(self._handle)
+        self.url = self._server.url
+
+    @staticmethod
+    def _handle(exchange: Exchange) -> None:
+        status = {"kind": "Status", "message": "the tenant's server"}
+        exchange.json(status, 503)
 
     @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
+    def requests(self) -> list[str]:
+        """Each request's line and headers."""
+        return [f"{r.line}\n{r.headers}" for r in self._server.requests]
 
-
-class _Recording(BaseHTTPRequestHandler):
-    server: TenantServer
-
-    def _record(self) -> None:
-        self.server.requests.append(f"{self.requestline}\n{self.headers}")
-        body = b'{"kind":"Status","message":"the tenant\'s server"}'
-        self.send_response(503)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _record
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+    def close(self) -> None:
+        self._server.close()
 
 
 @pytest.fixture
 def tenant_server() -> Iterator[TenantServer]:
     server = TenantServer()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     try:
         yield server
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
 
 
 # --- the operator's secret and the tenant's files -----------------------------------

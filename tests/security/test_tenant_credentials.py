@@ -501,7 +501,7 @@ def test_a_release_cannot_send_the_metrics_token_to_an_endpoint_of_its_own(
     lines = [line for line in results[1].err.splitlines() if "evil:" in line]
     assert lines == [f"WARNING evil: verification success-rate: {error}"], results[1].err
     assert metrics.theirs.requests == []
-    assert [r[2].get("Authorization") for r in metrics.ours.requests] == [
+    assert [r.headers.get("Authorization") for r in metrics.ours.requests] == [
         f"Bearer {metrics.token}"
     ]  # web's measurement, with the token
     assert s.status("web")["rollout"]["state"] == "Succeeded"

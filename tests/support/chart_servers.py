@@ -1,5 +1,5 @@
 """Chart repositories on loopback for the tests: an HTTP chart repository (``helm package``
-and ``helm repo index`` into a folder, served by Python's http.server, every request's
+and ``helm repo index`` into a folder, served on loopback (``loopback.py``), every request's
 path and headers logged, basic auth when asked, a redirect for a path when asked) and an
 OCI registry (the distribution registry, Debian's ``docker-registry``, charts put there
 with ``helm push``)."""
@@ -8,33 +8,24 @@ import base64
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import warnings
 from collections.abc import Mapping
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.support.loopback import Exchange, Loopback, free_port
 from tests.support.needs import require
 from tests.support.renderer_tools import installed
 
 _STARTUP_S = 20.0
 _PATH = os.environ.get("PATH", os.defpath)  # the machine's, before a test narrows it
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def package(helm: str, files: Mapping[str, str], into: Path) -> Path:
@@ -61,32 +52,6 @@ def _helm(helm: str, *args: str, config: Path | None = None) -> str:
     return done.stdout
 
 
-class _Handler(SimpleHTTPRequestHandler):
-    def __init__(self, *args: Any, repo: "HttpChartRepo", **kwargs: Any) -> None:
-        self.repo = repo
-        super().__init__(*args, directory=str(repo.folder), **kwargs)
-
-    def do_GET(self) -> None:
-        self.repo.requests.append(self.path)
-        self.repo.headers.append((self.path, dict(self.headers.items())))
-        if self.repo.auth is not None and self.headers.get("Authorization") != self.repo.auth:
-            self.send_response(401)
-            self.send_header("WWW-Authenticate", 'Basic realm="charts"')
-            self.end_headers()
-            return
-        target = self.repo.redirects.get(self.path)
-        if target is not None:
-            self.send_response(302)
-            self.send_header("Location", target)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        super().do_GET()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 class HttpChartRepo:
     """A chart repository folder served on ``host`` (a loopback address, 127.0.0.1 by
     default; a thread); :attr:`requests` holds each request's path, :attr:`headers` its
@@ -111,7 +76,7 @@ class HttpChartRepo:
         if login is not None:
             token = base64.b64encode(f"{login[0]}:{login[1]}".encode()).decode()
             self.auth = f"Basic {token}"
-        self._server: ThreadingHTTPServer | None = None
+        self._server: Loopback | None = None
         self.port = 0
 
     @property
@@ -125,15 +90,27 @@ class HttpChartRepo:
         return archive
 
     def start(self) -> None:
-        handler = partial(_Handler, repo=self)
-        self._server = ThreadingHTTPServer((self.host, self.port), handler)
-        self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = Loopback(self._handle, host=self.host, port=self.port)
+        self.port = self._server.port
+
+    def _handle(self, exchange: Exchange) -> None:
+        path = exchange.request.path
+        self.requests.append(path)
+        self.headers.append((path, exchange.request.headers))
+        if self.auth is not None and exchange.request.headers.get("Authorization") != self.auth:
+            exchange.reply(401, headers={"WWW-Authenticate": 'Basic realm="charts"'})
+        elif path in self.redirects:
+            exchange.redirect(self.redirects[path])
+        else:
+            file = self.folder / urllib.parse.unquote(urllib.parse.urlsplit(path).path).lstrip("/")
+            if file.is_file() and file.resolve().is_relative_to(self.folder.resolve()):
+                exchange.reply(200, file.read_bytes())
+            else:
+                exchange.reply(404)
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.close()
             self._server = None
 
 

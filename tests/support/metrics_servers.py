@@ -6,18 +6,16 @@ that need it skip, or fail under ``CI=true``."""
 
 import json
 import subprocess
-import threading
 import time
 import urllib.parse
 import urllib.request
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.chart_servers import free_port
+from tests.support.loopback import Exchange, Loopback, Request, free_port
 from tests.support.needs import require
 from tests.support.renderer_tools import installed
 
@@ -30,83 +28,50 @@ class Exporter:
 
     def __init__(self) -> None:
         self.values: dict[str, str | None] = {}
-        exporter = self
+        self._server = Loopback(self._handle)
+        self.address = self._server.address
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                lines = [
-                    f'{GAUGE}{{app="{app}"}} {value}'
-                    for app, value in sorted(exporter.values.items())
-                    if value is not None
-                ]
-                body = ("\n".join(lines) + "\n").encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.address = f"127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def _handle(self, exchange: Exchange) -> None:
+        lines = [
+            f'{GAUGE}{{app="{app}"}} {value}'
+            for app, value in sorted(self.values.items())
+            if value is not None
+        ]
+        body = "\n".join(lines) + "\n"
+        exchange.reply(200, body, {"Content-Type": "text/plain; version=0.0.4"})
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._server.close()
 
 
 class Recorder:
     """An HTTP server on a loopback address (``host``) that records every request it
-    gets (method, path, headers, body) and answers ``answer`` as JSON with ``status``
-    (a metrics endpoint, a Prometheus, a Vault of a tenant), or a redirect to
-    :attr:`redirect` when it is set."""
+    gets and answers ``answer`` as JSON with ``status`` (a metrics endpoint, a
+    Prometheus, a Vault of a tenant), or a redirect to :attr:`redirect` when it is set."""
 
     def __init__(self, host: str = "127.0.0.1") -> None:
-        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
         self.answer: Any = {"data": {"ratio": 1.0}}
         self.status = 200
         self.redirect: str | None = None
-        recorder = self
+        self._server = Loopback(self._handle, host=host)
+        self.url = self._server.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def _any(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                recorder.requests.append(
-                    (self.command, self.path, dict(self.headers.items()), body)
-                )
-                if recorder.redirect is not None:
-                    self.send_response(302)
-                    self.send_header("Location", recorder.redirect)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                data = json.dumps(recorder.answer).encode()
-                self.send_response(recorder.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+    def _handle(self, exchange: Exchange) -> None:
+        if self.redirect is not None:
+            exchange.redirect(self.redirect)
+        else:
+            exchange.json(self.answer, self.status)
 
-            do_GET = do_POST = do_PUT = _any
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer((host, 0), Handler)
-        self.url = f"http://{host}:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    @property
+    def requests(self) -> list[Request]:
+        return self._server.requests
 
     def seen(self) -> str:
         """Every request as text, to look for a secret in."""
         return repr(self.requests)
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._server.close()
 
 
 def prometheus_binary() -> str:

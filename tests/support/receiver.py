@@ -1,17 +1,16 @@
-"""A real HTTP receiver on loopback for the notification tests: Python's own server in a
-thread, recording every request before it answers.
+"""A real HTTP receiver on loopback for the notification tests (``tests/support/loopback.py``),
+recording every request before it answers.
 
 Its port is bound from the start, but nothing listens until :meth:`Receiver.up`: a
 connection is refused (the receiver is down) and no other process can take the port
 meanwhile.
 """
 
-import json
 import socket
-import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.support.loopback import Loopback
 
 
 @dataclass(frozen=True)
@@ -26,35 +25,21 @@ class Receiver:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("127.0.0.1", 0))
         self.port: int = self.sock.getsockname()[1]
-        self.requests: list[Received] = []
         self.status = 200
         """What it answers."""
-        self.server: ThreadingHTTPServer | None = None
+        self.server: Loopback | None = None
 
     def url(self, path: str = "/hook") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
 
     def up(self) -> None:
-        receiver = self
+        self.server = Loopback(lambda exchange: exchange.reply(self.status), sock=self.sock)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"null")
-                receiver.requests.append(Received(self.path, dict(self.headers), body))
-                self.send_response(receiver.status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler, bind_and_activate=False)
-        server.socket.close()
-        server.socket = self.sock
-        server.server_activate()
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        self.server = server
+    @property
+    def requests(self) -> list[Received]:
+        """What it was sent (a JSON body each), in the order it came."""
+        seen = self.server.requests if self.server is not None else []
+        return [Received(r.path, r.headers, r.json()) for r in seen]
 
     def ids(self) -> list[str]:
         """The event id of each request, in the order they came."""
@@ -62,8 +47,7 @@ class Receiver:
 
     def close(self) -> None:
         if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
+            self.server.close()
         else:
             self.sock.close()
 
