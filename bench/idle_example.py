@@ -25,7 +25,8 @@ import dagster as dg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from wakeup import group_cpu, group_processes  # bench/wakeup.py, next to this script
 
-from tests.dagster.test_dagster_dev import free_port, get, stop_group
+from tests.support.dagster_dev import get, stop_group
+from tests.support.loopback import free_port
 
 PROJECT = Path(__file__).resolve().parent.parent
 READY = {"web": "Succeeded", "api": "Succeeded", "shop": "Succeeded", "reports": "Progressing"}

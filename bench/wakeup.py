@@ -59,7 +59,8 @@ from convoy_batch.definitions import WAKEUP_INTERVAL_SECONDS
 from convoy_batch.deployers.directory import DirectoryDeployer, dump, load
 from convoy_batch.models import ObjectKey
 from convoy_batch.state.locks import Locks
-from tests.dagster.test_dagster_dev import free_port, get, stop_group
+from tests.support.dagster_dev import get, stop_group
+from tests.support.loopback import free_port
 
 PROJECT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")

@@ -17,9 +17,11 @@ checkout the virtualenv was installed from. Bare ``make run`` gets a free port t
 ``PORT`` (the Makefile reads it from the environment); ``make test`` runs its pytest on one
 quick file (``PYTEST_ADDOPTS``), since the suite holds this test.
 
-Starts ``dagster dev`` twice (about 20 s each with its first tick) and runs ``make test``'s
-lint once: about a minute and a half. Its name holds ``dagster_dev``, as the other test of
-``make run`` does, so ``-k 'not dagster_dev'`` leaves both out.
+Once the commands ran, what the last ``make run`` did on its own meanwhile is checked
+(:func:`check_unattended`): the schedule evaluated, the status history, the example's
+notifications. Starts ``dagster dev`` twice (about 20 s each with its first tick: once
+per ``make run`` the README shows) and runs ``make test``'s lint once: about a minute
+and a half. Its name holds ``dagster_dev``, so ``-k 'not dagster_dev'`` leaves it out.
 """
 
 import importlib.util
@@ -35,8 +37,17 @@ from pathlib import Path
 
 import pytest
 
+from convoy_batch.definitions import NOTHING_WAITING
 from convoy_batch.ticks.wakeups import release_names
-from tests.dagster.test_dagster_dev import free_port, get, status_commits, stop_group, wait_for
+from tests.support.dagster_dev import (
+    get,
+    notified,
+    schedule_ticks,
+    status_commits,
+    stop_group,
+    wait_for,
+)
+from tests.support.loopback import free_port
 from tests.support.needs import needs
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -211,6 +222,26 @@ def start_example(command: str, project: Path, env: dict[str, str], log: Path) -
     return example
 
 
+def check_unattended(example: Example, project: Path) -> None:
+    """What ``make run``'s ``dagster dev`` did on its own meanwhile: the ``convoy_tick``
+    schedule was evaluated (a run, or a skip that says nothing waits: the example's
+    Releases are due every 5 minutes, and the wake-up sensor may have reconciled the new
+    ones first), web's first rollout is in the status history, and the example's Alert
+    reached ``make run``'s receiver (a line per event)."""
+    log = example.log
+    ticks = wait_for("a tick of the schedule", lambda: schedule_ticks(example.port), 80, log)
+    assert all(
+        (tick["status"], tick["skipReason"]) in {("SUCCESS", None), ("SKIPPED", NOTHING_WAITING)}
+        for tick in ticks
+    ), ticks
+    repo = project / EXAMPLE_REPO
+    commits = status_commits(repo) or []
+    assert any(c.startswith("convoy-batch: web: none -> Progressing") for c in commits), commits
+    told = wait_for("a notification", lambda: notified(repo.parent), 60, log)
+    assert any(line.split(" ", 1)[1].startswith("web (staging): none -> Progressing")
+               for line in told), told  # fmt: skip
+
+
 def check_banner(example: Example, audit_trail: str) -> None:
     """The banner names the UI's port and prints the audit-trail command as the README."""
     banner = example.log.read_text(errors="replace")
@@ -363,7 +394,8 @@ def test_readme_commands_run_as_written_beside_dagster_dev(project: Path, tmp_pa
                 continue
             check = check_for(command, project)
             check(run(command, project, env))
+        assert example is not None, "no README command starts the example"
+        check_unattended(example, project)
     finally:
         if example:
             stop_group(example.process)
-    assert example is not None, "no README command starts the example"

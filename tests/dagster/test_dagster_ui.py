@@ -23,8 +23,9 @@ import pytest
 
 from convoy_batch.assets import ConvoyResource, tick_job, tick_run_config
 from convoy_batch.timefmt import format_time
-from tests.dagster.test_dagster_dev import free_port, get, stop_group, wait_for
+from tests.support.dagster_dev import get, stop_group, wait_for
 from tests.support.gitfixtures import commit_files, make_repo
+from tests.support.loopback import free_port
 from tests.support.scenario import DEPLOYMENT, PROJECT, T0, release_yaml
 
 SIMULATED_CLUSTER = """\

@@ -1,32 +1,21 @@
-"""``make run``'s script starts ``dagster dev`` on a free loopback port against a temporary
-example repository: the UI answers, the tick schedule is evaluated (a run, or a skip that
-says nothing waits), and the status commits are in the repository's git log. Everything
-it started is stopped (the process group).
-
-Waits are bounded polls of the UI and of git log; the schedule ticks on the minute, so
-this takes up to about a minute.
+"""What the tests of a Dagster process share (``make run``'s ``dagster dev``, the UI's
+webserver): bounded waits, the UI's GraphQL and ``/server_info``, the example
+repository's status commits, the ``convoy_tick`` schedule's evaluations, the example
+receiver's log, and stopping a process group as Ctrl-C does.
 """
 
 import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-import pytest
-
-from convoy_batch.definitions import NOTHING_WAITING
-
-PROJECT = Path(__file__).resolve().parents[2]
-SCRIPT = PROJECT / "scripts" / "run_example.py"
 T = TypeVar("T")
 
 SCHEDULE_TICKS = """
@@ -34,12 +23,6 @@ SCHEDULE_TICKS = """
   scheduleState { ticks(limit: 5) { status skipReason runIds } } } } } } }
 """
 """The ``convoy_tick`` schedule's evaluations, as **Automation > convoy_tick** lists them."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float, log: Path) -> T:
@@ -80,28 +63,6 @@ def stop_group(process: subprocess.Popen[bytes]) -> None:
     assert gone(pgid)
 
 
-@pytest.fixture
-def running(tmp_path: Path) -> Iterator[tuple[int, Path, Path]]:
-    port = free_port()
-    log = tmp_path / "dagster-dev.log"
-    state = tmp_path / "example"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVOY_", "DAGSTER_"))}
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, str(SCRIPT), str(state), "--port", str(port), "--no-update"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=tmp_path,
-            start_new_session=True,
-        )
-        try:
-            yield port, state / "repo", log
-        finally:
-            stop_group(process)
-    assert process.returncode is not None
-
-
 def get(url: str, body: dict[str, Any] | None = None) -> bytes | None:
     data = json.dumps(body).encode() if body else None
     headers = {"Content-Type": "application/json"}
@@ -137,30 +98,6 @@ def schedule_ticks(port: int) -> list[dict[str, Any]] | None:
         if tick["status"] != "STARTED"
     ]
     return ticks or None
-
-
-def test_dagster_dev_runs_scheduled_ticks_that_commit_statuses(
-    running: tuple[int, Path, Path],
-) -> None:
-    port, repo, log = running
-
-    wait_for("UI", lambda: get(f"http://127.0.0.1:{port}/server_info"), 60, log)
-    commits = wait_for("status commit", lambda: status_commits(repo), 60, log)
-    # The schedule's tick launches a run when something waits (a new Release), else
-    # says why not: the example's Releases are due every 5 minutes, and the wake-up
-    # sensor may have reconciled the new ones first.
-    ticks = wait_for("a tick of the schedule", lambda: schedule_ticks(port), 80, log)
-
-    assert all(
-        (tick["status"], tick["skipReason"]) in {("SUCCESS", None), ("SKIPPED", NOTHING_WAITING)}
-        for tick in ticks
-    ), ticks
-    assert any(c.startswith("convoy-batch: web: none -> Progressing") for c in commits)
-    assert status_commits(repo) is not None
-    # The example's Alert reaches make run's receiver: one line per event.
-    told = wait_for("a notification", lambda: notified(repo.parent), 60, log)
-    assert any(line.split(" ", 1)[1].startswith("web (staging): none -> Progressing")
-               for line in told), told  # fmt: skip
 
 
 def notified(state: Path) -> list[str] | None:
