@@ -17,11 +17,12 @@ checkout the virtualenv was installed from. Bare ``make run`` gets a free port t
 ``PORT`` (the Makefile reads it from the environment); ``make test`` runs its pytest on one
 quick file (``PYTEST_ADDOPTS``), since the suite holds this test.
 
-Once the commands ran, what the last ``make run`` did on its own meanwhile is checked
-(:func:`check_unattended`): the schedule evaluated, the status history, the example's
-notifications. Starts ``dagster dev`` twice (about 20 s each with its first tick: once
-per ``make run`` the README shows) and runs ``make test``'s lint once: about a minute
-and a half. Its name holds ``dagster_dev``, so ``-k 'not dagster_dev'`` leaves it out.
+Before the first ``make run`` is stopped (it runs beside most commands), what it did on
+its own meanwhile is checked (:func:`check_unattended`): the schedule evaluated, the
+status history, the example's notifications. Starts ``dagster dev`` twice (about 20 s
+each with its first tick: once per ``make run`` the README shows) and runs ``make
+test``'s lint once: about a minute and a half. Its name holds ``dagster_dev``, so
+``-k 'not dagster_dev'`` leaves it out.
 """
 
 import importlib.util
@@ -383,10 +384,14 @@ def test_readme_commands_run_as_written_beside_dagster_dev(project: Path, tmp_pa
     stamp = subprocess.run(["make", "--question", ".venv/.installed"], cwd=project, env=env)
     assert stamp.returncode == 0, "make would install into the shared virtualenv"
     example: Example | None = None
+    checked = False  # check_unattended: on the first example, which runs the longest
     try:
         for number, command in enumerate(commands):
             if runs_until_stopped(command):
                 if example:
+                    if not checked:
+                        check_unattended(example, project)
+                        checked = True
                     stop_group(example.process)
                 log = tmp_path / f"example-{number}.log"
                 example = start_example(command, project, env, log)
@@ -395,7 +400,8 @@ def test_readme_commands_run_as_written_beside_dagster_dev(project: Path, tmp_pa
             check = check_for(command, project)
             check(run(command, project, env))
         assert example is not None, "no README command starts the example"
-        check_unattended(example, project)
+        if not checked:
+            check_unattended(example, project)
     finally:
         if example:
             stop_group(example.process)
