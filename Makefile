@@ -7,7 +7,7 @@ EXAMPLE := .convoy/example
 # make run's UI port: `make run PORT=3001` (or PORT in the environment).
 PORT ?= 3000
 
-.PHONY: run force screenshot check test lint tools bench clean system-deps k8s-testenv crash-deps registry-deps pg-testenv sops-deps metrics-deps
+.PHONY: run force screenshot check test lint tools bench clean system-deps k8s-build-background k8s-testenv crash-deps registry-deps pg-testenv sops-deps metrics-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,8 +34,16 @@ check: lint tools
 # ~/.cache/convoy-batch/k8s (scripts/k8s-testenv); without them they skip, or fail under CI.
 # Every test, on $(WORKERS) workers, the longest first; a module whose tests share a
 # fixture stays on one worker (tests/support/workers.py); each worker starts its own servers.
-test: lint system-deps k8s-testenv crash-deps registry-deps pg-testenv sops-deps metrics-deps
+test: system-deps k8s-build-background lint k8s-testenv crash-deps registry-deps pg-testenv sops-deps metrics-deps
 	$(BIN)/pytest -n $(WORKERS) --dist loadgroup
+
+# The test API server's build (minutes on a fresh machine; nothing once cached) starts in
+# the background once its packages are in, so that the venv's install, lint and the tools'
+# downloads run meanwhile; the k8s-testenv step then waits for it (the build's lock) and
+# finds the binaries. Its output: .convoy/k8s-build.log.
+k8s-build-background: system-deps
+	@mkdir -p .convoy
+	@scripts/k8s-testenv build >.convoy/k8s-build.log 2>&1 &
 
 # Every Debian package of the steps below, in one apt-get call (each step still checks
 # for its own, and says what skips without it).
