@@ -91,6 +91,19 @@ class Example:
         obj["status"].update(dict.fromkeys(counts, n))
         path.write_text(yaml.safe_dump(obj))
 
+    def materialize(
+        self, partition: str, at: datetime = T0, **options: Any
+    ) -> dg.ExecuteInProcessResult:
+        """Materialize the release asset's ``partition`` in the instance with the clock at
+        ``at``: a forced sync, as from the UI. ``options`` go to ``dg.materialize``."""
+        return dg.materialize(
+            [release],
+            partition_key=partition,
+            instance=self.instance,
+            resources={"convoy": self.resource(at)},
+            **options,
+        )
+
     def wakeup(self, at: datetime, cursor: str | None) -> dg.SensorResult:
         context = dg.build_sensor_context(
             instance=self.instance, cursor=cursor, resources={"convoy": self.resource(at)}
@@ -533,13 +546,7 @@ def test_the_wakeup_sensor_wakes_new_releases_at_once(example: Example) -> None:
 
 def materialize_reports(example: Example, tags: dict[str, str]) -> dict[str, Any]:
     example.instance.add_dynamic_partitions("releases", ["reports"])
-    result = dg.materialize(
-        [release],
-        partition_key="reports",
-        instance=example.instance,
-        resources={"convoy": example.resource()},
-        tags=tags,
-    )
+    result = example.materialize("reports", tags=tags)
     # Progressing or waiting: pending, an observation; no materialization (no verdict).
     assert result.get_asset_materialization_events() == []
     (event,) = result.get_asset_observation_events()
@@ -560,12 +567,7 @@ def test_a_forced_sync_records_the_release_s_state_check_after_it(example: Examp
     example.instance.add_dynamic_partitions("releases", ["reports"])
 
     def force(minutes: int) -> dg.ExecuteInProcessResult:
-        return dg.materialize(
-            [release],
-            partition_key="reports",
-            instance=example.instance,
-            resources={"convoy": example.resource(T0 + timedelta(minutes=minutes))},
-        )
+        return example.materialize("reports", T0 + timedelta(minutes=minutes))
 
     # Synced, rolling out, no verdict yet: observed; no check result (with no
     # materialization to judge, Dagster would count a warning as failed).
@@ -599,13 +601,7 @@ def test_a_forced_sync_that_errors_records_its_events_then_fails_its_run(
     broken = release_yaml("broken").replace("cluster: staging", "cluster: nowhere")
     commit_files(example.repo, {"releases/broken.yaml": broken})
     example.instance.add_dynamic_partitions("releases", ["broken"])
-    result = dg.materialize(
-        [release],
-        partition_key="broken",
-        instance=example.instance,
-        resources={"convoy": example.resource()},
-        raise_on_error=False,
-    )
+    result = example.materialize("broken", raise_on_error=False)
 
     # Read from the instance: the events the UI shows, stored before the step failed.
     events = [e.dagster_event for e in example.instance.all_logs(result.run_id)]

@@ -40,6 +40,15 @@ def _cases() -> dict[str, Case]:
         cases[key] = Case(text, reason, named, tuple(files.items()))
 
     invalid = "InvalidRelease"
+
+    def add_field(key: str, extra: str, named: str, reason: str = invalid) -> None:
+        """A case of a good Release with ``extra`` lines of its spec."""
+        add(key, good_spec(key, extra), reason, named)
+
+    def add_source(key: str, reason: str, named: str, **files: str) -> None:
+        """A case of a good Release whose source holds ``files``."""
+        add(key, good_spec(key), reason, named, **files)
+
     # --- the file itself
     add("yaml-syntax", "apiVersion: [\n", invalid, "invalid YAML")
     add("yaml-tab-indent", HEAD + "metadata:\n\tname: x\n", invalid, "invalid YAML")
@@ -144,21 +153,11 @@ def _cases() -> dict[str, Case]:
         invalid,
         "spec.source.branch",
     )
-    add("spec-unknown", good_spec("spec-unknown", "  replicas: 3\n"), invalid, "spec.replicas")
-    add(
-        "namespace-bad",
-        good_spec("namespace-bad", "  namespace: Web_1\n"),
-        invalid,
-        "spec.namespace",
-    )
-    add(
-        "namespace-a-map",
-        good_spec("namespace-a-map", "  namespace: {a: b}\n"),
-        invalid,
-        "spec.namespace",
-    )
-    add("vars-a-list", good_spec("vars-a-list", "  vars: [a, b]\n"), invalid, "spec.vars")
-    add("vars-nested", good_spec("vars-nested", "  vars: {a: {b: c}}\n"), invalid, "spec.vars")
+    add_field("spec-unknown", "  replicas: 3\n", "spec.replicas")
+    add_field("namespace-bad", "  namespace: Web_1\n", "spec.namespace")
+    add_field("namespace-a-map", "  namespace: {a: b}\n", "spec.namespace")
+    add_field("vars-a-list", "  vars: [a, b]\n", "spec.vars")
+    add_field("vars-nested", "  vars: {a: {b: c}}\n", "spec.vars")
     for key, value in {
         "empty": "''",
         "negative": "-5m",
@@ -175,87 +174,28 @@ def _cases() -> dict[str, Case]:
         "two-dots": "0.5.5s",
         "spaces-inside": "5 m",
     }.items():
-        add(
-            f"interval-{key}",
-            good_spec(f"interval-{key}", f"  interval: {value}\n"),
-            invalid,
-            "spec.interval",
-        )
+        add_field(f"interval-{key}", f"  interval: {value}\n", "spec.interval")
     for key, value in {"unknown": "Sometimes", "lower": "auto", "number": "1"}.items():
-        add(
-            f"mode-{key}",
-            good_spec(f"mode-{key}", f"  syncPolicy: {{mode: {value}}}\n"),
-            invalid,
-            "spec.syncPolicy.mode",
-        )
+        add_field(f"mode-{key}", f"  syncPolicy: {{mode: {value}}}\n", "spec.syncPolicy.mode")
     for key, value in {"string": "maybe", "list": "[true]", "map": "{a: b}"}.items():
-        add(
-            f"prune-{key}",
-            good_spec(f"prune-{key}", f"  syncPolicy: {{prune: {value}}}\n"),
-            invalid,
-            "spec.syncPolicy.prune",
-        )
-    add(
-        "allow-empty-string",
-        good_spec("allow-empty-string", "  syncPolicy: {allowEmpty: perhaps}\n"),
-        invalid,
-        "spec.syncPolicy.allowEmpty",
+        add_field(f"prune-{key}", f"  syncPolicy: {{prune: {value}}}\n", "spec.syncPolicy.prune")
+    add_field(
+        "allow-empty-string", "  syncPolicy: {allowEmpty: perhaps}\n", "spec.syncPolicy.allowEmpty"
     )
-    add(
-        "sync-unknown",
-        good_spec("sync-unknown", "  syncPolicy: {retry: 3}\n"),
-        invalid,
-        "spec.syncPolicy.retry",
+    add_field("sync-unknown", "  syncPolicy: {retry: 3}\n", "spec.syncPolicy.retry")
+    add_field(
+        "waves-strategy", "  syncPolicy: {waves: {healthStrategy: Ready}}\n", "healthStrategy"
     )
-    add(
-        "waves-strategy",
-        good_spec("waves-strategy", "  syncPolicy: {waves: {healthStrategy: Ready}}\n"),
-        invalid,
-        "healthStrategy",
+    add_field("waves-timeout", "  syncPolicy: {waves: {timeout: soon}}\n", "timeout")
+    add_field("waves-unknown", "  syncPolicy: {waves: {count: 2}}\n", "waves.count")
+    add_field("rollback-mode", "  failurePolicy: {rollback: Always}\n", "rollback")
+    add_field(
+        "deadline-bad", "  failurePolicy: {progressDeadline: 10 minutes}\n", "progressDeadline"
     )
-    add(
-        "waves-timeout",
-        good_spec("waves-timeout", "  syncPolicy: {waves: {timeout: soon}}\n"),
-        invalid,
-        "timeout",
-    )
-    add(
-        "waves-unknown",
-        good_spec("waves-unknown", "  syncPolicy: {waves: {count: 2}}\n"),
-        invalid,
-        "waves.count",
-    )
-    add(
-        "rollback-mode",
-        good_spec("rollback-mode", "  failurePolicy: {rollback: Always}\n"),
-        invalid,
-        "rollback",
-    )
-    add(
-        "deadline-bad",
-        good_spec("deadline-bad", "  failurePolicy: {progressDeadline: 10 minutes}\n"),
-        invalid,
-        "progressDeadline",
-    )
-    add(
-        "deadline-negative",
-        good_spec("deadline-negative", "  failurePolicy: {progressDeadline: -1m}\n"),
-        invalid,
-        "progressDeadline",
-    )
-    add(
-        "failure-unknown",
-        good_spec("failure-unknown", "  failurePolicy: {retries: 2}\n"),
-        invalid,
-        "failurePolicy.retries",
-    )
-    add(
-        "failure-a-list",
-        good_spec("failure-a-list", "  failurePolicy: [Auto]\n"),
-        invalid,
-        "failurePolicy",
-    )
-    add("pin-a-map", good_spec("pin-a-map", "  pin: {sha: x}\n"), invalid, "spec.pin")
+    add_field("deadline-negative", "  failurePolicy: {progressDeadline: -1m}\n", "progressDeadline")
+    add_field("failure-unknown", "  failurePolicy: {retries: 2}\n", "failurePolicy.retries")
+    add_field("failure-a-list", "  failurePolicy: [Auto]\n", "failurePolicy")
+    add_field("pin-a-map", "  pin: {sha: x}\n", "spec.pin")
     for key, value in {
         "words": "tomorrow",
         "date-only": "2026-11-29",
@@ -298,9 +238,9 @@ def _cases() -> dict[str, Case]:
         source,
         "no-such-branch",
     )
-    add("pin-unknown", good_spec("pin-unknown", "  pin: v9.9.9\n"), source, "v9.9.9")
-    add("pin-zeros", good_spec("pin-zeros", f"  pin: '{'0' * 40}'\n"), source, "0000")
-    add("pin-short-hex", good_spec("pin-short-hex", "  pin: 'deadbeef'\n"), source, "deadbeef")
+    add_field("pin-unknown", "  pin: v9.9.9\n", "v9.9.9", source)
+    add_field("pin-zeros", f"  pin: '{'0' * 40}'\n", "0000", source)
+    add_field("pin-short-hex", "  pin: 'deadbeef'\n", "deadbeef", source)
     add(
         "url-unreachable",
         good_spec("url-unreachable").replace(
@@ -350,55 +290,21 @@ def _cases() -> dict[str, Case]:
         "manifest-control": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c\x01}\n",
     }
     for key, text in bad_manifests.items():
-        add(f"m-{key}", good_spec(f"m-{key}"), render, "", **{"bad.yaml": text})
-    add(
-        "empty-render", good_spec("empty-render"), render, "empty", **{"notes.txt": "no manifest\n"}
-    )
+        add_source(f"m-{key}", render, "", **{"bad.yaml": text})
+    add_source("empty-render", render, "empty", **{"notes.txt": "no manifest\n"})
     dry = "DryRunFailed"
-    add(
-        "bad-object-name",
-        good_spec("bad-object-name"),
-        dry,
-        "",
-        **{"c.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Not_Valid}\n"},
-    )
-    add(
-        "bad-api-version",
-        good_spec("bad-api-version"),
-        dry,
-        "",
-        **{"c.yaml": "apiVersion: 'apps/V 1'\nkind: Deployment\nmetadata: {name: x}\n"},
-    )
-    add(
-        "labels-not-strings",
-        good_spec("labels-not-strings"),
-        dry,
-        "",
-        **{"c.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: l, labels: {a: [1]}}\n"},
-    )
-    add(
-        "namespace-not-a-string",
-        good_spec("namespace-not-a-string"),
-        render,
-        "metadata.namespace",
-        **{"c.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: y}\n"},
-    )
-    add(
-        "wave-a-list",
-        good_spec("wave-a-list"),
-        render,
-        "",
-        **{
-            "c.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: w\n  annotations: {convoy.dev/sync-wave: [1]}\n"
-        },
-    )
-    add(
-        "manifest-text-huge",
-        good_spec("manifest-text-huge"),
-        render,
-        "characters",
-        **{"c.yaml": "# " + "x" * (8 * 1024 * 1024) + "\n"},
-    )
+    # fmt: off
+    in_c_yaml = {  # the case's one manifest, c.yaml: its reason, what is named
+        "bad-object-name": (dry, "", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Not_Valid}\n"),
+        "bad-api-version": (dry, "", "apiVersion: 'apps/V 1'\nkind: Deployment\nmetadata: {name: x}\n"),
+        "labels-not-strings": (dry, "", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: l, labels: {a: [1]}}\n"),
+        "namespace-not-a-string": (render, "metadata.namespace", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: y}\n"),
+        "wave-a-list": (render, "", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: w\n  annotations: {convoy.dev/sync-wave: [1]}\n"),
+        "manifest-text-huge": (render, "characters", "# " + "x" * (8 * 1024 * 1024) + "\n"),
+    }
+    # fmt: on
+    for key, (reason, named, text) in in_c_yaml.items():
+        add_source(key, reason, named, **{"c.yaml": text})
     add(
         "release-self-reference",
         HEAD + "metadata: &m {name: release-self-reference, labels: *m}\n",

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from convoy_batch.store import RenderStore
-from tests.support.scenario import FAILURE_POLICY, Scenario, release_yaml
+from tests.support.scenario import FAILURE_POLICY, Result, Scenario, release_yaml
 
 BAD_NAME = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Not_Valid}\n"
 """An object the cluster refuses at its dry run (no Kubernetes name)."""
@@ -40,42 +40,61 @@ def history_missing(s: Scenario, name: str) -> set[str]:
     return {ref for ref in refs if not RenderStore(s.state).has(ref)}
 
 
-def test_a_render_whose_dry_run_failed_is_stored_before_its_status_names_it(
-    scenario: Scenario,
-) -> None:
-    s = scenario
+def rolled_out_web(s: Scenario) -> None:
+    """Release ``web`` rolled out and healthy (ticks at minutes 0 and 1)."""
     s.app("web")
     s.reconcile(minutes=0)
     s.deployment_ready("web")
     s.reconcile(minutes=1)
+
+
+def api_waiting_for_db(s: Scenario) -> None:
+    """Commits Release ``api``, which depends on Release ``db``, and ``db``."""
+    s.app("api", spec_extra=FAILURE_POLICY + "  dependsOn: [db]\n")
+    s.app("db")
+
+
+def attempted(s: Scenario, name: str, result: Result, code: int, reason: str) -> dict[str, Any]:
+    """The Release's status, once the tick exited ``code`` and its last attempt says
+    ``reason``."""
+    assert result.code == code, result.err
+    status = s.status(name)
+    assert status["lastAttempted"]["reason"] == reason, status
+    return status
+
+
+def assert_every_render_stored(s: Scenario, name: str) -> None:
+    """The store holds every render the Release's status and ``history`` name."""
+    assert missing(s, name) == set()
+    assert history_missing(s, name) == set()
+
+
+def test_a_render_whose_dry_run_failed_is_stored_before_its_status_names_it(
+    scenario: Scenario,
+) -> None:
+    s = scenario
+    rolled_out_web(s)
     s.app("web", image="2.0", extra={"bad.yaml": BAD_NAME})
 
     result = s.reconcile(minutes=2)
 
-    assert result.code == 1
-    status = s.status("web")
-    assert status["lastAttempted"]["reason"] == "DryRunFailed", status
+    status = attempted(s, "web", result, 1, "DryRunFailed")
     assert status["rollout"]["renderRef"] == status["lastAttempted"]["renderRef"]
     assert status["rollout"]["renderRef"] != status["lastHealthy"]["renderRef"]
-    assert missing(s, "web") == set()
-    assert history_missing(s, "web") == set()
+    assert_every_render_stored(s, "web")
 
 
 def test_a_render_waiting_for_its_dependency_is_stored_before_its_status_names_it(
     scenario: Scenario,
 ) -> None:
     s = scenario
-    s.app("api", spec_extra=FAILURE_POLICY + "  dependsOn: [db]\n")
-    s.app("db")
+    api_waiting_for_db(s)
 
     result = s.reconcile(minutes=0)
 
-    assert result.code == 0, result.err
-    status = s.status("api")
-    assert status["lastAttempted"]["reason"] == "WaitingForDependency"
+    status = attempted(s, "api", result, 0, "WaitingForDependency")
     assert status["rollout"]["renderRef"] == status["lastAttempted"]["renderRef"]
-    assert missing(s, "api") == set()
-    assert history_missing(s, "api") == set()
+    assert_every_render_stored(s, "api")
 
 
 def test_a_render_for_an_unreachable_cluster_is_stored_before_its_status_names_it(
@@ -88,22 +107,16 @@ def test_a_render_for_an_unreachable_cluster_is_stored_before_its_status_names_i
 
     result = s.reconcile(minutes=0)
 
-    assert result.code == 1
-    status = s.status("web")
-    assert status["lastAttempted"]["reason"] == "ClusterUnavailable", status
+    status = attempted(s, "web", result, 1, "ClusterUnavailable")
     assert status["lastAttempted"]["renderRef"] is not None
-    assert missing(s, "web") == set()
-    assert history_missing(s, "web") == set()
+    assert_every_render_stored(s, "web")
 
 
 def test_a_render_the_store_cannot_hold_is_state_failed_and_named_by_no_status(
     scenario: Scenario,
 ) -> None:
     s = scenario
-    s.app("web")
-    s.reconcile(minutes=0)
-    s.deployment_ready("web")
-    s.reconcile(minutes=1)
+    rolled_out_web(s)
     before = s.status("web")
     renders = s.state / "renders"
     renders.rename(s.state / "renders-kept")
@@ -112,9 +125,7 @@ def test_a_render_the_store_cannot_hold_is_state_failed_and_named_by_no_status(
 
     result = s.reconcile(minutes=2)
 
-    assert result.code == 1
-    status = s.status("web")
-    assert status["lastAttempted"]["reason"] == "StateFailed", status
+    status = attempted(s, "web", result, 1, "StateFailed")
     assert status["lastAttempted"].get("renderRef") is None
     assert status["rollout"] == before["rollout"]  # the prior rollout, kept
     assert status["history"] == before["history"]
@@ -131,8 +142,7 @@ def test_a_render_the_store_cannot_hold_is_state_failed_and_named_by_no_status(
 
 def test_the_renders_of_statuses_survive_the_garbage_collection(scenario: Scenario) -> None:
     s = scenario
-    s.app("api", spec_extra=FAILURE_POLICY + "  dependsOn: [db]\n")
-    s.app("db")
+    api_waiting_for_db(s)
     s.reconcile(minutes=0)
     s.app("db", image="2.0")  # db's new render: a tick that persists and collects
 

@@ -8,7 +8,7 @@ The tests play the controllers by writing ``status`` into the cluster's object f
 import json
 from typing import Any
 
-from tests.support.scenario import Scenario, release_yaml
+from tests.support.scenario import Scenario, hook_job, release_yaml
 
 WAVED = "  syncPolicy: {waves: {healthStrategy: Healthy, timeout: 5m}}\n"
 FAILURE = "  failurePolicy: {rollback: Auto, progressDeadline: 10m}\n"
@@ -20,23 +20,7 @@ def configmap(name: str, notes: str = "", data: str = "{a: b}") -> str:
 
 
 def job(name: str, notes: str) -> str:
-    return f"""\
----
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: {name}
-  annotations:
-{notes}spec:
-  backoffLimit: 0
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: {name}
-        image: example/{name}:1.0
-        resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}
-"""
+    return hook_job(name, notes)
 
 
 def hook(phase: str, policy: str = "") -> str:

@@ -76,6 +76,14 @@ def rollout(s: Scenario) -> dict[str, Any]:
     return dict(s.status()["rollout"])
 
 
+def applied_and_ready(s: Scenario, endpoint: Endpoint) -> None:
+    """Release web with a verification against ``endpoint``, applied at minute 0; its
+    Deployment then ready (not measured yet)."""
+    s.app(spec_extra=verification(endpoint.url))
+    s.reconcile("web", minutes=0)
+    s.deployment_ready()
+
+
 def test_a_render_is_succeeded_once_count_measurements_succeed(
     scenario: Scenario, endpoint: Endpoint
 ) -> None:
@@ -140,9 +148,7 @@ def test_a_failed_measurement_beyond_the_limit_rolls_back(
     scenario: Scenario, endpoint: Endpoint
 ) -> None:
     s = scenario
-    s.app(spec_extra=verification(endpoint.url))
-    s.reconcile("web", minutes=0)
-    s.deployment_ready()
+    applied_and_ready(s, endpoint)
     for minute in (1, 2, 3):
         s.reconcile("web", minutes=minute)
     healthy = rollout(s)["renderRef"]
@@ -213,9 +219,7 @@ def test_a_recovered_endpoint_concludes_the_verification(
     scenario: Scenario, endpoint: Endpoint
 ) -> None:
     s = scenario
-    s.app(spec_extra=verification(endpoint.url))
-    s.reconcile("web", minutes=0)
-    s.deployment_ready()
+    applied_and_ready(s, endpoint)
     endpoint.status = 503
     s.reconcile("web", minutes=1)
     endpoint.status = 200
@@ -604,9 +608,7 @@ def test_time_in_error_does_not_count_against_the_progress_deadline(
     scenario: Scenario, endpoint: Endpoint
 ) -> None:
     s = scenario
-    s.app(spec_extra=verification(endpoint.url))  # progressDeadline: 10m, from minute 0
-    s.reconcile("web", minutes=0)
-    s.deployment_ready()
+    applied_and_ready(s, endpoint)  # progressDeadline: 10m, from minute 0
     endpoint.status = 503
     for minute in range(1, 13):  # 11 minutes of errors: measured every minute
         assert s.reconcile("web", minutes=minute).code == 0
@@ -625,9 +627,7 @@ def test_the_dagster_view_carries_the_verification(scenario: Scenario, endpoint:
     from convoy_batch.ticks.runner import run_tick
 
     s = scenario
-    s.app(spec_extra=verification(endpoint.url))
-    s.reconcile("web", minutes=0)
-    s.deployment_ready()
+    applied_and_ready(s, endpoint)
 
     report = run_tick(s.root, s.state, T0 + timedelta(minutes=1), ["web"])
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.k8s.faultproxy import FaultProxy
 from tests.k8s.k8s_scenario import KubeScenario
 from tests.k8s.testenv import KubeEnv, start, stop
 
@@ -22,6 +23,14 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeEnv]:
         yield env
     finally:
         stop(env)
+
+
+@pytest.fixture
+def proxy(kube: KubeEnv) -> Iterator[FaultProxy]:
+    """A fault proxy in front of the session's server (TLS with its certificate)."""
+    server = yaml.safe_load(kube.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    with FaultProxy(server, kube.folder / "certs" / "apiserver.crt") as running:
+        yield running
 
 
 @pytest.fixture

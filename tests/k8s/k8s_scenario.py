@@ -14,9 +14,21 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from tests.k8s.testenv import KubeEnv
-from tests.support.scenario import Scenario, cluster_yaml
+from tests.support.scenario import Result, Scenario, cluster_yaml
 
 NAMESPACE = "apiVersion: v1\nkind: Namespace\nmetadata: {name: ${namespace}}\n"
+
+
+def only_error_line(result: Result, name: str) -> str:
+    """The one summary line of a tick that failed (exit 1, no traceback) for Release
+    ``name`` alone: every line it printed names the Release."""
+    assert result.code == 1, result.err
+    assert "Traceback" not in result.err
+    lines = result.err.splitlines()
+    assert all(name in ln for ln in lines), result.err  # nothing but the Release's error
+    summary = [ln for ln in lines if ln.startswith(f"{name}: ")]
+    assert len(summary) == 1, result.err
+    return summary[0]
 
 
 def kube_cluster(kubeconfig: Path) -> str:
@@ -63,6 +75,19 @@ class KubeScenario(Scenario):
 
     def ready(self, name: str) -> None:
         self.kube.deployment_ready(name, name)
+
+
+def presync_job_succeeded(s: KubeScenario, name: str, files: dict[str, str]) -> Any:
+    """Release ``name`` with its PreSync Job ``migrate`` (in ``files``): the first tick
+    applies the Job alone and waits on its health; the Job then succeeds. The Job as the
+    first tick made it."""
+    s.app(name, extra=files)
+    assert s.reconcile(name, minutes=0).code == 0
+    assert s.status(name)["lastAttempted"]["reason"] == "WaitingForWaveHealth"
+    first = s.kube.batch.read_namespaced_job("migrate", name)
+    assert s.kube.apps.list_namespaced_deployment(name).items == []
+    s.kube.job_succeeded(name, "migrate")
+    return first
 
 
 @contextmanager

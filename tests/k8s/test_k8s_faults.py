@@ -9,7 +9,6 @@ is: its status, its inventory and its live objects, names aside.
 """
 
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,20 +17,12 @@ import yaml
 
 from tests.k8s.faultproxy import Fault, FaultProxy, applies, proxy_kubeconfig
 from tests.k8s.k8s_scenario import KubeScenario, kube_cluster
-from tests.k8s.testenv import KubeEnv
 from tests.support.scenario import FAILURE_POLICY, Result, release_yaml
 
 TIMEOUT = 3.0  # the client time-out of the faulted ticks (CONVOY_K8S_TIMEOUT), seconds
 MARGIN = 12.0  # seconds a tick may take beyond one time-out (a process, git, renders)
 GONE = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${release}-gone}\ndata: {a: b}\n"
 ADDED = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${release}-added}\ndata: {a: c}\n"
-
-
-@pytest.fixture
-def proxy(kube: KubeEnv) -> Iterator[FaultProxy]:
-    server = yaml.safe_load(kube.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
-    with FaultProxy(server, kube.folder / "certs" / "apiserver.crt") as running:
-        yield running
 
 
 @dataclass

@@ -2,6 +2,8 @@
 the real API server once per tick, and its render is keyed on them; the official ``helm``
 (``scripts/k8s-testenv helm``) renders a chart that reads them."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,7 +14,7 @@ from convoy_batch.deployers import kubeapi
 from convoy_batch.deployers.base import Capabilities
 from convoy_batch.engine.stages.render import capabilities, render_key, resolve_cluster
 from convoy_batch.engine.tick import Tick
-from convoy_batch.models import Release
+from convoy_batch.models import Cluster, Release
 from convoy_batch.renderers import render_inputs
 from tests.k8s.k8s_scenario import KubeScenario
 from tests.renderers.test_helm import chart_repo
@@ -28,20 +30,29 @@ def _release(tick: Tick, name: str) -> Release:
     return entry.release
 
 
+@contextmanager
+def told_in_a_tick(
+    s: KubeScenario, name: str
+) -> Iterator[tuple[Tick, Release, Cluster, Capabilities | None]]:
+    """The chart Release ``name`` committed and a tick opened on it (closed after): the
+    tick, the Release, its Cluster and what helm is told of the server."""
+    chart_repo(s, name)
+    tick = Tick.open(s.root, s.state, T0)
+    try:
+        release = _release(tick, name)
+        cluster = resolve_cluster(tick, release)
+        yield tick, release, cluster, capabilities(tick, release, cluster)
+    finally:
+        tick.close()
+
+
 def test_a_chart_on_a_kubernetes_cluster_is_told_the_servers_version_and_api_versions(
     kscenario: KubeScenario,
 ) -> None:
-    chart_repo(kscenario, "told")
-    tick = Tick.open(kscenario.root, kscenario.state, T0)
-    try:
-        release = _release(tick, "told")
-        cluster = resolve_cluster(tick, release)
-        server = capabilities(tick, release, cluster)
+    with told_in_a_tick(kscenario, "told") as (tick, release, cluster, server):
         asked = kubeapi.COUNTS["GET"]
         assert capabilities(tick, release, cluster) is server  # once per Cluster per tick
         assert kubeapi.COUNTS["GET"] == asked
-    finally:
-        tick.close()
     assert server is not None
     api = kscenario.kube.api
     assert server.kube_version == client.VersionApi(api).get_code().git_version
@@ -59,12 +70,7 @@ def test_a_chart_on_a_kubernetes_cluster_is_told_the_servers_version_and_api_ver
 def test_the_render_key_changes_with_the_servers_version_and_api_versions(
     kscenario: KubeScenario,
 ) -> None:
-    chart_repo(kscenario, "keyed")
-    tick = Tick.open(kscenario.root, kscenario.state, T0)
-    try:
-        release = _release(tick, "keyed")
-        cluster = resolve_cluster(tick, release)
-        server = capabilities(tick, release, cluster)
+    with told_in_a_tick(kscenario, "keyed") as (tick, release, cluster, server):
         assert server is not None
 
         def key(told: Capabilities | None) -> str:
@@ -75,8 +81,6 @@ def test_the_render_key_changes_with_the_servers_version_and_api_versions(
         assert key(replace(server, kube_version=server.kube_version + "-upgraded")) != key(server)
         assert key(replace(server, api_versions=server.api_versions[1:])) != key(server)
         assert key(None) != key(server)
-    finally:
-        tick.close()
 
 
 def test_a_chart_sees_the_servers_version_and_kinds_in_its_capabilities(

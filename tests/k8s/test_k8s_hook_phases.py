@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from convoy_batch.engine.stages.hooks import delete_finished_hooks
 from convoy_batch.models import (
@@ -26,9 +25,9 @@ from convoy_batch.models import (
     WaveStatus,
 )
 from tests.k8s.k8s_scenario import KubeScenario, cpu_load
-from tests.k8s.testenv import eventually
+from tests.k8s.testenv import eventually, read_or_none
 from tests.rollout.test_render import run
-from tests.support.scenario import FAILURE_POLICY
+from tests.support.scenario import FAILURE_POLICY, hook_job
 
 WAVED = "  syncPolicy: {waves: {healthStrategy: Healthy, timeout: 5m}}\n"
 
@@ -56,15 +55,6 @@ def writes(s: KubeScenario, namespace: str, name: str, resource: str) -> list[tu
     return [(when, verb) for when, verb, res in audit(s, name, namespace) if res == resource]
 
 
-def read_or_none(read: Any, *args: str) -> Any | None:
-    try:
-        return read(*args)
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
-
-
 # --- Argo CD PreSync,PostSync ----------------------------------------------------------
 
 SETTINGS = """\
@@ -83,24 +73,7 @@ data: {a: b}
 def job(name: str, phase: str, *, image: str = "1.0", ttl: bool = False) -> str:
     """An Argo CD hook Job of ``phase``; ``ttl``: it deletes itself once finished
     (``ttlSecondsAfterFinished: 0``)."""
-    return f"""\
----
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: {name}
-  annotations:
-    argocd.argoproj.io/hook: {phase}
-spec:
-{"  ttlSecondsAfterFinished: 0" + chr(10) if ttl else ""}  backoffLimit: 0
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: {name}
-        image: example/{name}:{image}
-        resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}
-"""
+    return hook_job(name, f"    argocd.argoproj.io/hook: {phase}\n", image=image, ttl=ttl)
 
 
 def test_an_argo_hook_of_presync_and_postsync_lives_until_its_postsync_phase_is_over(
@@ -176,26 +149,11 @@ subjects:
 def helm_job(name: str, hook: str, ttl: bool = False) -> str:
     """A Helm hook Job; ``ttl``: it deletes itself once finished (ingress-nginx 4.15's
     admission Jobs)."""
-    return f"""\
----
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: {name}
-  annotations:
-    helm.sh/hook: {hook}
-    helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
-spec:
-{"  ttlSecondsAfterFinished: 0" + chr(10) if ttl else ""}  backoffLimit: 0
-  template:
-    spec:
-      restartPolicy: Never
-      serviceAccountName: admission
-      containers:
-      - name: {name}
-        image: example/{name}:1.0
-        resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}
-"""
+    annotations = (
+        f"    helm.sh/hook: {hook}\n"
+        "    helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded\n"
+    )
+    return hook_job(name, annotations, ttl=ttl, account="admission")
 
 
 def admission_rbac(s: KubeScenario, namespace: str = "admitted") -> set[str]:

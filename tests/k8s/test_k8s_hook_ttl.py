@@ -20,10 +20,9 @@ from tests.k8s.test_k8s_hook_phases import (
     admission_rbac,
     audit,
     helm_job,
-    read_or_none,
 )
 from tests.k8s.test_k8s_hook_phases import job as argo_job
-from tests.k8s.testenv import eventually
+from tests.k8s.testenv import eventually, read_or_none
 from tests.support.scenario import FAILURE_POLICY
 
 

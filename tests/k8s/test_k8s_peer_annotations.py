@@ -6,34 +6,18 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from convoy_batch.deployers import kubeapi
 from convoy_batch.timefmt import format_time
-from tests.k8s.k8s_scenario import KubeScenario
+from tests.k8s.k8s_scenario import KubeScenario, presync_job_succeeded
 from tests.k8s.test_k8s_scenarios import server_writes
-from tests.k8s.testenv import eventually
-from tests.support.scenario import T0
+from tests.k8s.testenv import eventually, read_or_none
+from tests.support.scenario import T0, hook_job
 
-MIGRATE = """\
----
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: migrate
-  annotations:
-    argocd.argoproj.io/hook: PreSync
-    argocd.argoproj.io/hook-delete-policy: HookSucceeded
-spec:
-  backoffLimit: 0
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: migrate
-        image: example/migrate:1.0
-        resources: {requests: {cpu: 10m, memory: 16Mi}}
-"""
+MIGRATE = hook_job(
+    "migrate",
+    "    argocd.argoproj.io/hook: PreSync\n"
+    "    argocd.argoproj.io/hook-delete-policy: HookSucceeded\n",
+)
 SEED = """\
 ---
 apiVersion: v1
@@ -53,25 +37,14 @@ def sent_since(counts: dict[str, int]) -> set[str]:
 
 
 def job_or_none(s: KubeScenario, namespace: str, name: str) -> Any | None:
-    try:
-        return s.kube.batch.read_namespaced_job(name, namespace)
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
+    return read_or_none(s.kube.batch.read_namespaced_job, name, namespace)
 
 
 def test_an_argo_presync_job_with_hook_succeeded_is_deleted_once_complete(
     kscenario: KubeScenario,
 ) -> None:
     s = kscenario
-    s.app("argohook", extra={"migrate.yaml": MIGRATE})
-    assert s.reconcile("argohook", minutes=0).code == 0
-    assert s.status("argohook")["lastAttempted"]["reason"] == "WaitingForWaveHealth"
-    first = s.kube.batch.read_namespaced_job("migrate", "argohook")
-    assert s.kube.apps.list_namespaced_deployment("argohook").items == []
-
-    s.kube.job_succeeded("argohook", "migrate")
+    first = presync_job_succeeded(s, "argohook", {"migrate.yaml": MIGRATE})
     result = s.reconcile("argohook", minutes=1)
     assert result.code == 0, result.err
     assert s.deployment_image("argohook") == "example/argohook:1.0"

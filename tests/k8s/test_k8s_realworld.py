@@ -17,31 +17,30 @@ from kubernetes.client.exceptions import ApiException
 
 from convoy_batch.deployers import kubeapi
 from tests.k8s.k8s_scenario import KubeScenario, cpu_load
-from tests.k8s.testenv import KubeEnv
+from tests.k8s.testenv import KubeEnv, read_or_none
 from tests.support.realworld import (
     ADMISSION_RBAC,
-    BAD_TAG,
     INGRESS_NGINX,
     INGRESS_NGINX_PATCH_JOB,
     KUBE_STATE_METRICS,
     LOADGENERATOR_SCRIPT,
     ONLINE_BOUTIQUE,
     PODINFO_CHART,
-    PODINFO_KUSTOMIZE,
-    PROGRESS_DEADLINE,
     REFUSED_BY_A_SERVER,
     SAMPLE_CONTROLLER,
     SERVER_APPS,
     Rollouts,
     captured_cli,
+    check_a_podinfo_image_that_never_becomes_ready_rolls_back,
+    check_one_render_for_one_commit,
     commit_apps,
     commit_values,
     convoy_writes,
     play_kube,
     realworld,
+    realworld_tools,
     states,
 )
-from tests.support.renderer_tools import Tools, kustomize_kubectl, real_helm
 from tests.support.scenario import Result
 
 
@@ -70,21 +69,11 @@ class World(Rollouts):
         """Notes the admission RBAC while the PostSync Job runs (it runs until the
         tests play its pod, right after)."""
         read = self.kube.batch.read_namespaced_job
-        job = or_none(read, INGRESS_NGINX_PATCH_JOB, INGRESS_NGINX.name)
+        job = read_or_none(read, INGRESS_NGINX_PATCH_JOB, INGRESS_NGINX.name)
         if job is None or any(c.type == "Complete" for c in job.status.conditions or []):
             return
         self.rbac_while_patch_runs.append(live_admission_rbac(self.kube))
         self.patch_job_done_at = audit_now()
-
-
-def or_none(read: Callable[..., Any], *args: str) -> Any:
-    """A live read; None when the server has no such object."""
-    try:
-        return read(*args)
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
 
 
 def audit_now() -> str:
@@ -105,7 +94,7 @@ def live_admission_rbac(kube: KubeEnv) -> set[str]:
     return {
         kind
         for kind, name in ADMISSION_RBAC
-        if or_none(reads[kind][0], name, *reads[kind][1]) is not None
+        if read_or_none(reads[kind][0], name, *reads[kind][1]) is not None
     }
 
 
@@ -114,10 +103,7 @@ def world(kube: KubeEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[W
     realworld()
     folder = tmp_path_factory.mktemp("realworld")
     with pytest.MonkeyPatch.context() as mp:
-        kubectl, helm = kustomize_kubectl(), real_helm()
-        tools = Tools(folder / "bin", mp)
-        (tools.bin / "helm").symlink_to(helm)
-        mp.setenv("CONVOY_KUBECTL", kubectl)
+        realworld_tools(folder / "bin", mp)
         s = ModuleScenario(kube, folder, cast(pytest.CaptureFixture[str], None), __name__)
         commit_apps(s, SERVER_APPS)
         world = World(s, kube)
@@ -218,30 +204,13 @@ def test_podinfos_chart_makes_one_render_for_one_commit(world: World) -> None:
     ref = s.status(name)["rollout"]["renderRef"]
     assert [h["renderRef"] for h in s.status(name)["history"]] == [ref]
     assert sum("NewRender" in c for c in s.status_log(name)) == 1, s.status_log(name)
-    # A commit of an unrelated file renders it again: the same render, no status commit.
-    before = s.status_log(name)
-    s.commit({"NOTES.md": "Public apps, as published.\n"}, "notes")
-    assert world.tick().code == 0
-    assert s.status_log(name) == before
-    assert s.status(name)["rollout"]["renderRef"] == ref
+    check_one_render_for_one_commit(world, name, ref)
 
 
 def test_a_podinfo_image_that_never_becomes_ready_rolls_back(world: World) -> None:
-    s, name = world.s, PODINFO_CHART.name
-    assert world.settle()[name] == "Succeeded"  # whatever the tests before left
-    healthy = s.status(name)["rollout"]["renderRef"]
-    kustomize = s.status_log(PODINFO_KUSTOMIZE.name)
-    commit_values(s, PODINFO_CHART, f"{{image: {{tag: {BAD_TAG}}}}}")
-    start = world.minute
-    assert world.tick().code == 0
-    assert s.status(name)["rollout"]["state"] == "Progressing"
-    assert image(world.kube, name).endswith(f":{BAD_TAG}")
-    world.minute = start + PROGRESS_DEADLINE + 1
-    assert world.tick().code == 0
-    assert s.status(name)["rollout"]["state"] == "RolledBack"
-    assert s.status(name)["lastHealthy"]["renderRef"] == healthy
-    assert image(world.kube, name).endswith(":6.2.3")
-    assert s.status_log(PODINFO_KUSTOMIZE.name) == kustomize
+    check_a_podinfo_image_that_never_becomes_ready_rolls_back(
+        world, lambda namespace: image(world.kube, namespace)
+    )
 
 
 def image(kube: KubeEnv, namespace: str) -> str:

@@ -9,12 +9,10 @@ the client-level ones count the waits instead of sleeping them.
 
 import json
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 
 from convoy_batch.deployers.kubeapi import (
@@ -34,13 +32,6 @@ from tests.k8s.testenv import KubeEnv, eventually
 from tests.support.scenario import Result, release_yaml
 
 UNAVAILABLE = "ClusterUnavailable"
-
-
-@pytest.fixture
-def proxy(kube: KubeEnv) -> Iterator[FaultProxy]:
-    server = yaml.safe_load(kube.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
-    with FaultProxy(server, kube.folder / "certs" / "apiserver.crt") as running:
-        yield running
 
 
 def through_proxy(s: KubeScenario, proxy: FaultProxy) -> None:

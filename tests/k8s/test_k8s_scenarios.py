@@ -16,7 +16,7 @@ from kubernetes.client.exceptions import ApiException
 
 from convoy_batch.deployers import kubeapi, kubernetes
 from convoy_batch.models import Cluster, ObjectKey
-from tests.k8s.k8s_scenario import KubeScenario, kube_cluster
+from tests.k8s.k8s_scenario import KubeScenario, kube_cluster, presync_job_succeeded
 from tests.k8s.testenv import eventually
 from tests.support.scenario import FAILURE_POLICY
 
@@ -141,12 +141,7 @@ def test_waves_wait_on_the_real_health_of_the_previous_wave(kscenario: KubeScena
 
 def test_a_presync_hook_job_runs_once_per_render(kscenario: KubeScenario) -> None:
     s = kscenario
-    s.app("hooked", extra={"hook.yaml": HOOK})
-    assert s.reconcile("hooked", minutes=0).code == 0
-    assert s.status("hooked")["lastAttempted"]["reason"] == "WaitingForWaveHealth"
-    first = s.kube.batch.read_namespaced_job("migrate", "hooked")
-    assert s.kube.apps.list_namespaced_deployment("hooked").items == []
-    s.kube.job_succeeded("hooked", "migrate")
+    first = presync_job_succeeded(s, "hooked", {"hook.yaml": HOOK})
     assert s.reconcile("hooked", minutes=1).code == 0
     assert s.deployment_image("hooked") == "example/hooked:1.0"
     assert s.reconcile("hooked", minutes=2).code == 0

@@ -19,6 +19,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from tests.support.needs import require
+from tests.support.testenv_script import NotStarted, start_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "k8s-testenv"
 START_TIMEOUT = 240
@@ -30,6 +31,16 @@ def unavailable(reason: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"Kubernetes test environment unavailable: {reason}", pytrace=False)
     pytest.skip(f"Kubernetes test environment unavailable: {reason}")
+
+
+def read_or_none(read: Callable[..., Any], *args: str) -> Any | None:
+    """A live read (``read(*args)``); None when the server has no such object."""
+    try:
+        return read(*args)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
 
 
 def eventually(check: Callable[[], Any], what: str, timeout: float = WAIT) -> Any:
@@ -146,27 +157,18 @@ class KubeEnv:
 
 def start(folder: Path) -> KubeEnv:
     require("k8s")
-    if not SCRIPT.exists():
-        unavailable(f"{SCRIPT} is missing")
     env = dict(os.environ)
     env["CONVOY_K8S_PORT"] = "auto"  # free ports, picked by the script
     try:
-        done = subprocess.run(
-            [str(SCRIPT), "start", str(folder)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=START_TIMEOUT,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        subprocess.run([str(SCRIPT), "stop", str(folder)], env=env, check=False)
-        unavailable(f"start took longer than {START_TIMEOUT}s")
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines()
-        unavailable(lines[-1] if lines else f"exit code {done.returncode}")
+        start_script(SCRIPT, folder, env, START_TIMEOUT, lambda: stop_folder(folder, env))
+    except NotStarted as exc:
+        unavailable(str(exc))
     return KubeEnv(folder, folder / "kubeconfig", env)
 
 
+def stop_folder(folder: Path, env: dict[str, str]) -> None:
+    subprocess.run([str(SCRIPT), "stop", str(folder)], env=env, check=False)
+
+
 def stop(kube: KubeEnv) -> None:
-    subprocess.run([str(SCRIPT), "stop", str(kube.folder)], env=kube.env, check=False)
+    stop_folder(kube.folder, kube.env)

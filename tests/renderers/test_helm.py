@@ -10,15 +10,15 @@ import pytest
 
 from convoy_batch.engine.stages.render import capabilities, resolve_cluster
 from convoy_batch.engine.tick import Tick
-from tests.renderers.test_renderers import last_attempt, release
+from tests.renderers.test_renderers import (
+    check_prunes_then_rolls_back,
+    fails_while_plain_goes_on,
+    release,
+)
 from tests.support.renderer_tools import Tools
 from tests.support.scenario import FAILURE_POLICY, T0, Scenario
 
-CHART = {
-    "Chart.yaml": "apiVersion: v2\nname: web\nversion: 0.1.0\n",
-    "values.yaml": "image: example/web:1.0\nreplicas: 1\n",
-    "values-staging.yaml": "replicas: 2\n",
-    "templates/deployment.yaml": """\
+DEPLOYMENT_TEMPLATE = """\
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -29,8 +29,21 @@ spec:
   template:
     metadata: {labels: {app: {{ .Release.Name }}}}
     spec:
-      containers: [{name: app, image: "{{ .Values.image }}"}]
-""",
+      containers: [{name: app, image: "IMAGE"}]
+"""
+
+
+def deployment_template(image: str) -> str:
+    """A chart's Deployment template, named after the Helm release, running ``image`` (a
+    Helm template expression or a plain image)."""
+    return DEPLOYMENT_TEMPLATE.replace("IMAGE", image)
+
+
+CHART = {
+    "Chart.yaml": "apiVersion: v2\nname: web\nversion: 0.1.0\n",
+    "values.yaml": "image: example/web:1.0\nreplicas: 1\n",
+    "values-staging.yaml": "replicas: 2\n",
+    "templates/deployment.yaml": deployment_template("{{ .Values.image }}"),
     "templates/migrate.yaml": """\
 apiVersion: batch/v1
 kind: Job
@@ -132,13 +145,8 @@ def test_a_chart_rolls_out_rolls_back_and_prunes(scenario: Scenario, helm_tools:
     assert scenario.status()["lastAttempted"]["reason"] == "WaitingForWaveHealth"
     assert scenario.deployment_image() == "example/web:2.0"  # the pre-upgrade hook first
     migrated(scenario)
-    scenario.reconcile("web", minutes=4)
-    assert scenario.deployment_image() == "example/web:3.0"
-    assert not scenario.object_path("web", "configmap", "web-config").exists()  # pruned
-    scenario.deployment_failed()
-    scenario.reconcile("web", minutes=5)
-    assert scenario.status()["rollout"]["state"] == "RolledBack"
-    assert scenario.deployment_image() == "example/web:2.0"  # the last healthy render
+    # The last healthy render is 2.0.
+    check_prunes_then_rolls_back(scenario, 4, "example/web:3.0", "web-config", "example/web:2.0")
     assert scenario.live("web", "configmap", "web-config")["data"] == {"env": "staging"}
     assert len(helm_tools.call_log()) == 4  # one render per commit, each made twice
 
@@ -148,14 +156,10 @@ def test_a_failing_chart_gives_the_end_of_helms_stderr(
 ) -> None:
     chart_repo(scenario)
     scenario.commit({"apps/web/templates/broken.yaml": "kind: {{ .Values.missing.field }}\n"})
-    scenario.app("plain")
-    assert scenario.reconcile(minutes=0).code == 1
-    reason, message = last_attempt(scenario, "web")
-    assert reason == "RenderFailed"
+    _, message = fails_while_plain_goes_on(scenario, "RenderFailed")
     assert message.startswith("Helm (helm template apps/web) failed (exit 1): Error:"), message
     assert "broken.yaml" in message and "nil pointer" in message
     assert "\n" not in message
-    assert last_attempt(scenario, "plain")[0] == "Synced"
 
 
 def test_without_helm_a_chart_fails_in_one_line_naming_helm(
@@ -163,14 +167,9 @@ def test_without_helm_a_chart_fails_in_one_line_naming_helm(
 ) -> None:
     Tools(tmp_path / "bin", monkeypatch)  # a PATH without helm
     chart_repo(scenario)
-    scenario.app("plain")
-    result = scenario.reconcile(minutes=0)
-    assert result.code == 1
-    reason, message = last_attempt(scenario, "web")
-    assert reason == "RenderFailed"
+    result, message = fails_while_plain_goes_on(scenario, "RenderFailed")
     assert "helm is not on PATH" in message and "\n" not in message
     assert "Traceback" not in result.err
-    assert last_attempt(scenario, "plain")[0] == "Synced"
 
 
 def test_a_directory_cluster_tells_helm_nothing(scenario: Scenario) -> None:
@@ -197,14 +196,9 @@ def test_a_kubernetes_server_out_of_reach_is_cluster_unavailable_for_its_chart_a
             ),
         }
     )
-    scenario.app("plain")
-    result = scenario.reconcile(minutes=0)
-    assert result.code == 1
-    reason, message = last_attempt(scenario, "web")
-    assert reason == "ClusterUnavailable"
+    result, message = fails_while_plain_goes_on(scenario, "ClusterUnavailable")
     assert "clusters/remote.yaml" in message and "\n" not in message
     assert "Traceback" not in result.err
-    assert last_attempt(scenario, "plain")[0] == "Synced"
 
 
 TEST_HOOK = """\
@@ -261,13 +255,8 @@ def test_a_chart_whose_objects_are_random_on_every_run_is_refused_naming_them(
     s = scenario
     s.commit({"apps/web/templates/password.yaml": RANDOM_CONFIG})
     chart_repo(s)
-    s.app("plain")
-    result = s.reconcile(minutes=0)
-    assert result.code == 1
-    reason, message = last_attempt(s, "web")
-    assert reason == "RenderFailed"
+    result, message = fails_while_plain_goes_on(s, "RenderFailed")
     assert "differs from one run to the next" in message
     assert "ConfigMap web/web-password" in message and "\n" not in message
     assert f"web: RenderFailed: {message}" in result.err
     assert not s.object_path("web", "configmap", "web-password").exists()
-    assert last_attempt(s, "plain")[0] == "Synced"

@@ -12,24 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.renderers.test_helm import deployment_template
 from tests.renderers.test_renderers import last_attempt
 from tests.support.chart_servers import HttpChartRepo, OciRegistry
 from tests.support.renderer_tools import Tools, real_helm
 from tests.support.scenario import FAILURE_POLICY, Scenario, release_yaml
 
-DEPLOYMENT = """\
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: {{ .Release.Name }}
-spec:
-  replicas: {{ .Values.replicas }}
-  selector: {matchLabels: {app: {{ .Release.Name }}}}
-  template:
-    metadata: {labels: {app: {{ .Release.Name }}}}
-    spec:
-      containers: [{name: app, image: "example/web:{{ .Chart.Version }}"}]
-"""
+DEPLOYMENT = deployment_template("example/web:{{ .Chart.Version }}")
 
 
 def chart(version: str) -> dict[str, str]:

@@ -18,27 +18,27 @@ import pytest
 from tests.support.realworld import (
     ADMISSION_RBAC,
     APPS,
-    BAD_TAG,
     INGRESS_NGINX,
     INGRESS_NGINX_PATCH_JOB,
     KUBE_STATE_METRICS,
     LOADGENERATOR_SCRIPT,
     ONLINE_BOUTIQUE,
     PODINFO_CHART,
-    PODINFO_KUSTOMIZE,
-    PROGRESS_DEADLINE,
     SAMPLE_CONTROLLER,
     Rollouts,
     captured_cli,
+    check_a_podinfo_image_that_never_becomes_ready_rolls_back,
+    check_one_render_for_one_commit,
     commit_apps,
     commit_values,
     object_files,
     play_directory,
     random_chart_release,
     realworld,
+    realworld_tools,
     states,
 )
-from tests.support.renderer_tools import Tools, kustomize_kubectl, real_helm
+from tests.support.renderer_tools import Tools
 from tests.support.scenario import Result, Scenario
 
 pytestmark = pytest.mark.slow  # every public chart rendered and rolled out
@@ -83,10 +83,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     realworld()
     folder = tmp_path_factory.mktemp("realworld")
     with pytest.MonkeyPatch.context() as mp:
-        kubectl, helm = kustomize_kubectl(), real_helm()
-        tools = Tools(folder / "bin", mp)
-        (tools.bin / "helm").symlink_to(helm)
-        mp.setenv("CONVOY_KUBECTL", kubectl)
+        realworld_tools(folder / "bin", mp)
         s = ModuleScenario(folder, cast(pytest.CaptureFixture[str], None))
         commit_apps(s, APPS)
         world = World(s)
@@ -144,31 +141,15 @@ def test_podinfos_chart_makes_one_render_for_one_commit_on_the_directory_cluster
     s, name = world.s, PODINFO_CHART.name
     ref = s.status(name)["rollout"]["renderRef"]
     assert [h["renderRef"] for h in s.status(name)["history"]] == [ref]
-    before = s.status_log(name)
-    s.commit({"NOTES.md": "Public apps, as published.\n"}, "notes")
-    assert world.tick().code == 0
-    assert s.status_log(name) == before
-    assert s.status(name)["rollout"]["renderRef"] == ref
+    check_one_render_for_one_commit(world, name, ref)
 
 
 def test_a_podinfo_image_that_never_becomes_ready_rolls_back_on_the_directory_cluster(
     world: World,
 ) -> None:
-    s, name = world.s, PODINFO_CHART.name
-    assert world.settle()[name] == "Succeeded"  # whatever the tests before left
-    healthy = s.status(name)["rollout"]["renderRef"]
-    kustomize = s.status_log(PODINFO_KUSTOMIZE.name)
-    commit_values(s, PODINFO_CHART, f"{{image: {{tag: {BAD_TAG}}}}}")
-    start = world.minute
-    assert world.tick().code == 0
-    assert s.status(name)["rollout"]["state"] == "Progressing"
-    assert image(s, name).endswith(f":{BAD_TAG}")
-    world.minute = start + PROGRESS_DEADLINE + 1
-    assert world.tick().code == 0
-    assert s.status(name)["rollout"]["state"] == "RolledBack"
-    assert s.status(name)["lastHealthy"]["renderRef"] == healthy
-    assert image(s, name).endswith(":6.2.3")
-    assert s.status_log(PODINFO_KUSTOMIZE.name) == kustomize
+    check_a_podinfo_image_that_never_becomes_ready_rolls_back(
+        world, lambda namespace: image(world.s, namespace)
+    )
 
 
 def image(s: Scenario, namespace: str) -> str:
@@ -181,12 +162,7 @@ def image(s: Scenario, namespace: str) -> str:
 
 @pytest.fixture
 def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Tools:
-    realworld()
-    kubectl, helm = kustomize_kubectl(), real_helm()
-    tools = Tools(tmp_path / "bin", monkeypatch)
-    (tools.bin / "helm").symlink_to(helm)
-    monkeypatch.setenv("CONVOY_KUBECTL", kubectl)
-    return tools
+    return realworld_tools(tmp_path / "bin", monkeypatch)
 
 
 def test_a_chart_random_on_every_render_is_reported_in_one_line_instead_of_rolling_out_again(

@@ -17,7 +17,7 @@ from convoy_batch.models import Release
 from convoy_batch.renderers import command, process
 from tests.support.realworld import realworld
 from tests.support.renderer_tools import Tools, kustomize_kubectl
-from tests.support.scenario import FAILURE_POLICY, PROJECT, Scenario, release_yaml
+from tests.support.scenario import FAILURE_POLICY, PROJECT, Result, Scenario, release_yaml
 
 
 @pytest.fixture
@@ -41,6 +41,33 @@ def release(
 def last_attempt(s: Scenario, name: str) -> tuple[str, str]:
     attempted = s.status(name)["lastAttempted"]
     return attempted["reason"], attempted["message"]
+
+
+def fails_while_plain_goes_on(s: Scenario, reason: str) -> tuple[Result, str]:
+    """Add the Plain Release ``plain`` and reconcile every Release: the tick exits 1, the
+    last attempt of ``web`` is ``reason`` and ``plain`` is Synced all the same (the others
+    go on). Gives the tick's result and the message of web's last attempt."""
+    s.app("plain")
+    result = s.reconcile(minutes=0)
+    assert result.code == 1
+    got, message = last_attempt(s, "web")
+    assert got == reason
+    assert last_attempt(s, "plain")[0] == "Synced"
+    return result, message
+
+
+def check_prunes_then_rolls_back(
+    s: Scenario, minutes: float, image: str, pruned: str, previous: str
+) -> None:
+    """The tick at ``minutes`` applies ``image`` and prunes the ConfigMap ``pruned`` of
+    ``web``; its Deployment then fails and the next tick rolls back to ``previous``."""
+    s.reconcile("web", minutes=minutes)
+    assert s.deployment_image() == image
+    assert not s.object_path("web", "configmap", pruned).exists()
+    s.deployment_failed()
+    s.reconcile("web", minutes=minutes + 1)
+    assert s.status()["rollout"]["state"] == "RolledBack"
+    assert s.deployment_image() == previous
 
 
 # --- Kustomize ------------------------------------------------------------------------
@@ -102,13 +129,7 @@ def test_a_kustomize_overlay_rolls_out_rolls_back_and_prunes(
     # The base changes outside source.path: the overlay renders again.
     base_only = {"apps/web/base/kustomization.yaml": "resources: [deployment.yaml]\n"}
     scenario.commit({**base_only, "apps/web/overlays/staging/kustomization.yaml": overlay("3.0")})
-    scenario.reconcile("web", minutes=2)
-    assert scenario.deployment_image() == "example/web:3.0"
-    assert not scenario.object_path("web", "configmap", "web-config").exists()  # pruned
-    scenario.deployment_failed()
-    scenario.reconcile("web", minutes=3)
-    assert scenario.status()["rollout"]["state"] == "RolledBack"
-    assert scenario.deployment_image() == "example/web:2.0"
+    check_prunes_then_rolls_back(scenario, 2, "example/web:3.0", "web-config", "example/web:2.0")
 
 
 def test_a_quiet_tick_starts_no_renderer_process(
@@ -168,15 +189,10 @@ def test_without_kustomize_or_kubectl_the_render_fails_naming_them(
     scenario: Scenario, tools: Tools
 ) -> None:
     kustomize_repo(scenario)
-    scenario.app("plain")
-    result = scenario.reconcile(minutes=0)
-    assert result.code == 1
-    reason, message = last_attempt(scenario, "web")
-    assert reason == "RenderFailed"
+    result, message = fails_while_plain_goes_on(scenario, "RenderFailed")
     assert "neither kustomize nor kubectl is on PATH" in message
     assert "apt-get install kubectl" in message
     assert "Traceback" not in result.err
-    assert last_attempt(scenario, "plain")[0] == "Synced"  # the others go on
 
 
 def test_a_failing_kustomize_gives_the_end_of_its_stderr(scenario: Scenario, kubectl: str) -> None:
@@ -364,13 +380,7 @@ def test_a_jsonnet_release_rolls_out_rolls_back_and_prunes(
     assert scenario.status()["rollout"]["state"] == "Succeeded"
 
     jsonnet_repo(scenario, "example/web:2.0")
-    scenario.reconcile("web", minutes=2)
-    assert scenario.deployment_image() == "example/web:2.0"
-    assert not scenario.object_path("web", "configmap", "extra").exists()  # pruned
-    scenario.deployment_failed()
-    scenario.reconcile("web", minutes=3)
-    assert scenario.status()["rollout"]["state"] == "RolledBack"
-    assert scenario.deployment_image() == "example/web:1.0"
+    check_prunes_then_rolls_back(scenario, 2, "example/web:2.0", "extra", "example/web:1.0")
 
 
 @pytest.mark.parametrize(
@@ -485,15 +495,10 @@ def test_command_renderer_errors_are_one_line_and_others_go_on(
     if operator is not None:
         operator_file(scenario.state, operator.replace("SCRIPT", str(script)))
     command_repo(scenario, "{type: Command, name: cm}")
-    scenario.app("plain")
-    result = scenario.reconcile(minutes=0)
-    assert result.code == 1
-    reason, message = last_attempt(scenario, "web")
-    assert reason == "RenderFailed"
+    result, message = fails_while_plain_goes_on(scenario, "RenderFailed")
     assert expected in message, message
     assert str(scenario.state) not in message  # named as <state>/renderers.yaml
     assert "Traceback" not in result.err
-    assert last_attempt(scenario, "plain")[0] == "Synced"
 
 
 def test_output_over_the_limit_is_refused(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from convoy_batch.renderers.sops import age_only, sops_path
 from tests.engine.test_notify import alert_yaml, generic, providers
 from tests.support.receiver import Receiver
 from tests.support.renderer_tools import installed
-from tests.support.scenario import CONFIGMAP, DEPLOYMENT, FAILURE_POLICY, Scenario
+from tests.support.scenario import CONFIGMAP, DEPLOYMENT, FAILURE_POLICY, Result, Scenario
 
 PASSWORD = "hunter2-sops-plaintext"
 TOKEN = "token-sops-plaintext"
@@ -49,12 +49,20 @@ def secret_yaml(password: str = PASSWORD, token: str = TOKEN) -> str:
     )
 
 
-def encrypt(text: str, recipient: str, tmp: Path) -> str:
-    """``text`` encrypted by the real sops for ``recipient`` (data and stringData only)."""
+def encrypt(
+    text: str,
+    recipient: str,
+    tmp: Path,
+    *,
+    regex: str = "^(data|stringData)$",
+    output_type: str = "yaml",
+) -> str:
+    """``text`` (YAML) encrypted by the real sops for ``recipient``: the fields ``regex``
+    matches (data and stringData), written as ``output_type`` (yaml or json)."""
     return process.run(
         "sops --encrypt",
-        [sops_path(), "--encrypt", "--age", recipient, "--encrypted-regex",
-         "^(data|stringData)$", "--input-type", "yaml", "--output-type", "yaml", "/dev/stdin"],
+        [sops_path(), "--encrypt", "--age", recipient, "--encrypted-regex", regex,
+         "--input-type", "yaml", "--output-type", output_type, "/dev/stdin"],
         tmp, process.minimal_env(tmp), stdin=text.encode(),
     )  # fmt: skip
 
@@ -80,6 +88,13 @@ class Sops:
 
     def encrypted(self, password: str = PASSWORD, recipient: str | None = None) -> str:
         return encrypt(secret_yaml(password), recipient or self.recipient, self.tmp)
+
+    def rolled_out(self) -> None:
+        """The encrypted Secret committed and rolled out, healthy (minutes 0 and 1)."""
+        self.commit(self.encrypted())
+        self.s.reconcile("web", minutes=0)
+        self.s.deployment_ready()
+        self.s.reconcile("web", minutes=1)
 
     def commit(self, secret: str, image: str = "1.0", release: str | None = None) -> str:
         return self.s.commit(
@@ -148,6 +163,17 @@ def nothing_applied(s: Scenario) -> bool:
     )
 
 
+def render_failed(sops: Sops, secret: str, release: str | None = None) -> tuple[str, Result]:
+    """Commits ``secret`` (and ``release``) and reconciles web once: it failed to render
+    and nothing was applied. Its message, and the tick's result."""
+    sops.commit(secret, release=release)
+    result = sops.s.reconcile("web", minutes=0)
+    reason, message = last_attempt(sops.s)
+    assert reason == "RenderFailed"
+    assert nothing_applied(sops.s)
+    return message, result
+
+
 # --- the happy path, and no plaintext anywhere ----------------------------------------------
 
 
@@ -213,10 +239,7 @@ def test_a_new_encryption_of_the_same_secret_is_a_new_render_that_changes_no_val
     sops: Sops,
 ) -> None:
     s = sops.s
-    sops.commit(sops.encrypted())
-    s.reconcile("web", minutes=0)
-    s.deployment_ready()
-    s.reconcile("web", minutes=1)
+    sops.rolled_out()
     first = s.status()["lastAttempted"]["renderRef"]
     before = s.live("web", "secret", "db")
     sops.commit(sops.encrypted())  # the same plaintext, a new data key and new IVs
@@ -244,10 +267,7 @@ def test_variables_are_not_substituted_in_an_encrypted_document(sops: Sops) -> N
 
 def test_a_secret_encrypted_for_another_key_fails_to_render(sops: Sops) -> None:
     other = age_key(sops.tmp, "other.agekey")
-    sops.commit(sops.encrypted(recipient=other))
-    result = sops.s.reconcile("web", minutes=0)
-    reason, message = last_attempt(sops.s)
-    assert reason == "RenderFailed"
+    message, result = render_failed(sops, sops.encrypted(recipient=other))
     assert message == (
         "apps/web/secret.enc.yaml: the key 'ops' (spec.source.decryption.key) is not one of "
         "its age recipients, or its file cannot be read"
@@ -255,7 +275,6 @@ def test_a_secret_encrypted_for_another_key_fails_to_render(sops: Sops) -> None:
     assert "\n" not in message and PASSWORD not in message
     assert f"web: RenderFailed: {message}" in result.err
     assert str(sops.s.state) not in result.err
-    assert nothing_applied(sops.s)
 
 
 def test_a_changed_encrypted_value_fails_to_render(sops: Sops) -> None:
@@ -264,93 +283,61 @@ def test_a_changed_encrypted_value_fails_to_render(sops: Sops) -> None:
     at = next(i for i, line in enumerate(lines) if line.strip().startswith("password: ENC["))
     other = sops.encrypted("another-value-of-same-size").splitlines()
     lines[at] = next(line for line in other if line.strip().startswith("password: ENC["))
-    sops.commit("\n".join(lines) + "\n")
-    sops.s.reconcile("web", minutes=0)
-    reason, message = last_attempt(sops.s)
-    assert reason == "RenderFailed"
+    message, _ = render_failed(sops, "\n".join(lines) + "\n")
     assert message.startswith("apps/web/secret.enc.yaml: a value does not decrypt"), message
-    assert nothing_applied(sops.s)
 
 
 def test_a_changed_clear_value_is_a_mac_mismatch(sops: Sops) -> None:
     tampered = sops.encrypted().replace("labels: {app: web}", "labels: {app: evil}")
     tampered = tampered.replace("app: web", "app: evil")
     assert "evil" in tampered
-    sops.commit(tampered)
-    sops.s.reconcile("web", minutes=0)
-    reason, message = last_attempt(sops.s)
-    assert reason == "RenderFailed"
+    message, _ = render_failed(sops, tampered)
     assert message == (
         "apps/web/secret.enc.yaml: MAC mismatch: the document was changed after sops encrypted it"
     )
-    assert nothing_applied(sops.s)
 
 
 def test_an_encrypted_secret_without_decryption_fails_before_any_request(sops: Sops) -> None:
-    sops.commit(sops.encrypted(), release=release_text(decryption=""))
-    result = sops.s.reconcile("web", minutes=0)
-    reason, message = last_attempt(sops.s)
-    assert reason == "RenderFailed"
+    message, result = render_failed(sops, sops.encrypted(), release=release_text(decryption=""))
     assert message == (
         "apps/web/secret.enc.yaml: SOPS-encrypted (a top-level sops key), but the Release "
         "sets no spec.source.decryption"
     )
     assert "RenderFailed" in result.err
-    assert nothing_applied(sops.s)
 
 
 def test_an_unknown_key_name_fails_naming_the_field(sops: Sops) -> None:
     release = release_text("  decryption: {provider: sops, key: nope}\n")
-    sops.commit(sops.encrypted(), release=release)
-    sops.s.reconcile("web", minutes=0)
-    reason, message = last_attempt(sops.s)
-    assert reason == "RenderFailed"
+    message, _ = render_failed(sops, sops.encrypted(), release=release)
     assert message == (
         "spec.source.decryption.key: 'nope': unknown (not defined there: <state>/keys.yaml); "
         "an operator defines keys in the state directory's keys.yaml or $CONVOY_KEYS"
     )
-    assert nothing_applied(sops.s)
 
 
 def test_an_encrypted_configmap_is_refused(sops: Sops) -> None:
-    sops.commit(sops.encrypted().replace("kind: Secret", "kind: ConfigMap"))
-    sops.s.reconcile("web", minutes=0)
-    assert last_attempt(sops.s) == (
-        "RenderFailed",
+    message, _ = render_failed(sops, sops.encrypted().replace("kind: Secret", "kind: ConfigMap"))
+    assert message == (
         "apps/web/secret.enc.yaml: SOPS-encrypted, but not a v1 Secret (apiVersion and kind "
-        "must be in the clear, and only Secrets may be encrypted)",
+        "must be in the clear, and only Secrets may be encrypted)"
     )
-    assert nothing_applied(sops.s)
 
 
 def test_an_encrypted_name_is_refused(sops: Sops) -> None:
-    everything = process.run(
-        "sops --encrypt",
-        [sops_path(), "--encrypt", "--age", sops.recipient, "--encrypted-regex",
-         "^(name|data|stringData)$", "--input-type", "yaml", "--output-type", "yaml",
-         "/dev/stdin"],
-        sops.tmp, process.minimal_env(sops.tmp), stdin=secret_yaml().encode(),
-    )  # fmt: skip
-    sops.commit(everything)
-    sops.s.reconcile("web", minutes=0)
-    assert last_attempt(sops.s) == (
-        "RenderFailed",
+    everything = encrypt(secret_yaml(), sops.recipient, sops.tmp, regex="^(name|data|stringData)$")
+    message, _ = render_failed(sops, everything)
+    assert message == (
         "apps/web/secret.enc.yaml: metadata.name is encrypted; encrypt only data and "
-        "stringData (sops --encrypted-regex '^(data|stringData)$')",
+        "stringData (sops --encrypted-regex '^(data|stringData)$')"
     )
-    assert nothing_applied(sops.s)
 
 
 def test_a_keys_file_that_does_not_parse_fails_naming_the_field(sops: Sops) -> None:
     (sops.s.state / "keys.yaml").write_text("keys:\n  ops: {age: {path: ops.agekey}}\n")
-    sops.commit(sops.encrypted())
-    sops.s.reconcile("web", minutes=0)
-    reason, message = last_attempt(sops.s)
-    assert reason == "RenderFailed"
+    message, _ = render_failed(sops, sops.encrypted())
     assert message.startswith("spec.source.decryption.key: keys file: <state>/keys.yaml: "), message
     assert "keys.ops.age.path" in message, message
     assert str(sops.s.state) not in message
-    assert nothing_applied(sops.s)
 
 
 def test_without_sops_the_release_fails_to_render(
@@ -362,12 +349,8 @@ def test_without_sops_the_release_fails_to_render(
     bin_dir.mkdir()
     (bin_dir / "git").symlink_to(shutil.which("git") or "git")
     monkeypatch.setenv("PATH", str(bin_dir))
-    sops.commit(encrypted)
-    sops.s.reconcile("web", minutes=0)
-    reason, message = last_attempt(sops.s)
-    assert reason == "RenderFailed"
+    message, _ = render_failed(sops, encrypted)
     assert message.startswith("SOPS: sops is not installed"), message
-    assert nothing_applied(sops.s)
 
 
 # --- rollback --------------------------------------------------------------------------------
@@ -375,10 +358,7 @@ def test_without_sops_the_release_fails_to_render(
 
 def test_a_rollback_applies_the_previous_secret_decrypted(sops: Sops) -> None:
     s = sops.s
-    sops.commit(sops.encrypted())
-    s.reconcile("web", minutes=0)
-    s.deployment_ready()
-    s.reconcile("web", minutes=1)
+    sops.rolled_out()
     assert s.status()["rollout"]["state"] == "Succeeded"
     sops.commit(sops.encrypted("second-sops-plaintext"), image="2.0")
     s.reconcile("web", minutes=2)
@@ -394,10 +374,7 @@ def test_a_rollback_applies_the_previous_secret_decrypted(sops: Sops) -> None:
 
 def test_a_rollback_to_an_encrypted_render_needs_the_decryption_still(sops: Sops) -> None:
     s = sops.s
-    sops.commit(sops.encrypted())
-    s.reconcile("web", minutes=0)
-    s.deployment_ready()
-    s.reconcile("web", minutes=1)
+    sops.rolled_out()
     s.commit(
         {
             "apps/web/secret.enc.yaml": None,
@@ -419,13 +396,10 @@ def test_a_rollback_to_an_encrypted_render_needs_the_decryption_still(sops: Sops
 
 def test_a_document_may_not_hold_the_sealed_field(sops: Sops) -> None:
     secret = secret_yaml() + "convoy.dev/sops: {file: x, document: '{}'}\n"
-    sops.commit(secret)
-    sops.s.reconcile("web", minutes=0)
-    assert last_attempt(sops.s) == (
-        "RenderFailed",
-        "apps/web/secret.enc.yaml: convoy.dev/sops: a field convoy-batch keeps for itself",
+    message, _ = render_failed(sops, secret)
+    assert message == (
+        "apps/web/secret.enc.yaml: convoy.dev/sops: a field convoy-batch keeps for itself"
     )
-    assert nothing_applied(sops.s)
 
 
 def test_an_encrypted_document_in_a_renderers_stream_decrypts(sops: Sops) -> None:
@@ -499,13 +473,9 @@ def test_a_key_may_decrypt_only_for_the_release_files_it_names(sops: Sops) -> No
     (sops.s.state / "keys.yaml").write_text(
         "keys:\n  ops: {age: {file: ops.agekey}, releases: [releases/api.yaml]}\n"
     )
-    sops.commit(sops.encrypted())
-    result = sops.s.reconcile("web", minutes=0)
-    reason, message = last_attempt(sops.s)
-    assert reason == "RenderFailed"
+    message, result = render_failed(sops, sops.encrypted())
     assert message == (
         "spec.source.decryption.key: 'ops': not for releases/web.yaml: no pattern of its "
         "releases in <state>/keys.yaml names that file; nothing was decrypted"
     )
     assert f"web: RenderFailed: {message}" in result.err
-    assert nothing_applied(sops.s)

@@ -17,6 +17,14 @@ def cluster_files(s: Scenario) -> dict[Path, int]:
     return {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
 
 
+def check_quiet_tick(s: Scenario, minutes: float) -> None:
+    """A tick of every Release at ``minutes`` makes neither a commit nor writes a file in
+    the cluster."""
+    head, files = s.head(), cluster_files(s)
+    assert s.reconcile("--all", minutes=minutes).code == 0
+    assert (s.head(), cluster_files(s)) == (head, files)
+
+
 def test_the_guestbook_as_written_rolls_out_and_then_ticks_quietly(scenario: Scenario) -> None:
     s = scenario
     commit_app(s, "guestbook", GUESTBOOK)
@@ -25,9 +33,7 @@ def test_the_guestbook_as_written_rolls_out_and_then_ticks_quietly(scenario: Sce
     s.deployment_ready("guestbook-ui", namespace="guestbook")
     assert s.reconcile(minutes=1).code == 0
     assert s.status("guestbook")["rollout"]["state"] == "Succeeded"
-    head, files = s.head(), cluster_files(s)
-    assert s.reconcile("--all", minutes=2).code == 0
-    assert (s.head(), cluster_files(s)) == (head, files)
+    check_quiet_tick(s, 2)
 
 
 def test_the_shop_rolls_out_through_its_hook_rolls_back_prunes_and_ticks_quietly(
@@ -79,7 +85,4 @@ def test_the_shop_rolls_out_through_its_hook_rolls_back_prunes_and_ticks_quietly
     assert s.reconcile(minutes=19).code == 0
     assert s.status("shop")["rollout"]["state"] == "Succeeded"
 
-    # Quiet: neither a commit nor a file written in the cluster.
-    head, files = s.head(), cluster_files(s)
-    assert s.reconcile("--all", minutes=20).code == 0
-    assert (s.head(), cluster_files(s)) == (head, files)
+    check_quiet_tick(s, 20)

@@ -296,18 +296,10 @@ def helm_release(
     return obj
 
 
-HR_READY = condition(
-    "Ready",
-    "True",
-    "UpgradeSucceeded",
-    "Helm upgrade succeeded for release web/web.v3 with chart web@1.2.0",
-)
-RELEASED = condition(
-    "Released",
-    "True",
-    "UpgradeSucceeded",
-    "Helm upgrade succeeded for release web/web.v3 with chart web@1.2.0",
-)
+UPGRADED = "Helm upgrade succeeded for release web/web.v3 with chart web@1.2.0"
+"""The message of both conditions a HelmRelease sets after an upgrade succeeded."""
+HR_READY = condition("Ready", "True", "UpgradeSucceeded", UPGRADED)
+RELEASED = condition("Released", "True", "UpgradeSucceeded", UPGRADED)
 RECONCILING = condition("Reconciling", "True", "Progressing", "Fulfilling prerequisites")
 HR_UNKNOWN = condition("Ready", "Unknown", "Progressing", "Fulfilling prerequisites")
 UPGRADE_FAILED = condition(

@@ -16,6 +16,7 @@ from convoy_batch.models import (
     parse_model,
 )
 from tests.support.rollout_builders import T0, R, record, rollout, wave
+from tests.support.status_keys import STATUS_KEYS
 
 
 def release_data(**spec: Any) -> dict[str, Any]:
@@ -160,16 +161,7 @@ def test_the_status_dump_has_the_keys_of_spec_10_in_order() -> None:
 
     dumped = full.dump_status()
 
-    assert list(dumped) == [
-        "rollout",
-        "lastAttempted",
-        "lastSuccessful",
-        "lastHealthy",
-        "waves",
-        "history",
-        "conditions",
-        "lastHandledForceSyncAt",
-    ]
+    assert list(dumped) == STATUS_KEYS
     assert list(dumped["rollout"]) == ["state", "renderRef", "startedAt", "reason", "message"]
     assert dumped["rollout"]["startedAt"] == "2026-11-29T12:00:00Z"
     assert dumped["waves"] == [

@@ -1,6 +1,7 @@
 """Properties of the rollout decisions (SPEC 5, 6.1) over generated specs, statuses,
 inventories and clocks."""
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from hypothesis import given
@@ -16,7 +17,7 @@ from convoy_batch.models import (
     RolloutState,
 )
 from convoy_batch.rollout import Verdict, plan_rollout, verdict
-from convoy_batch.rollout.plan import ROWS
+from convoy_batch.rollout.plan import ROWS, Plan
 from tests.support.rollout_builders import (
     R_HEALTHY,
     R_OLD,
@@ -87,76 +88,83 @@ ANY_SPEC = specs_with_policy() | st.just(spec(failure_policy=False))
 ANY_STATUS = statuses(st.none() | rollouts())
 
 
+@dataclass(frozen=True)
+class PlanCall:
+    """The arguments of one ``plan_rollout`` call."""
+
+    release_spec: ReleaseSpec
+    prior: ReleaseStatus
+    render_ref: str
+    entries: tuple[InventoryEntry, ...]
+    now: datetime
+
+    def plan(self) -> Plan:
+        """The plan ``plan_rollout`` makes of these arguments."""
+        return plan_rollout(self.release_spec, self.prior, self.render_ref, self.entries, self.now)
+
+
+@st.composite
+def plan_calls(
+    draw: st.DrawFn,
+    release_specs: st.SearchStrategy[ReleaseSpec] = ANY_SPEC,
+    priors: st.SearchStrategy[ReleaseStatus] = ANY_STATUS,
+    render_refs: st.SearchStrategy[str] = REFS,
+) -> PlanCall:
+    """A call with a spec, a prior status and a render of the strategies given, any
+    inventory and any clock."""
+    return PlanCall(
+        draw(release_specs), draw(priors), draw(render_refs), draw(inventories()), draw(TIMES)
+    )
+
+
 @given(
-    specs_with_policy(),
-    statuses(st.none() | rollouts(st.sampled_from([R_OLD, ref("d")]))),
-    inventories(),
-    TIMES,
+    plan_calls(
+        specs_with_policy(),
+        statuses(st.none() | rollouts(st.sampled_from([R_OLD, ref("d")]))),
+        st.just(R),
+    )
 )
-def test_a_new_render_always_opens_progressing_at_now(
-    release_spec: ReleaseSpec,
-    prior: ReleaseStatus,
-    entries: tuple[InventoryEntry, ...],
-    now: datetime,
-) -> None:
-    plan = plan_rollout(release_spec, prior, R, entries, now)
+def test_a_new_render_always_opens_progressing_at_now(call: PlanCall) -> None:
+    plan = call.plan()
 
     assert plan.row == 2
     assert plan.rollout is not None
     assert (plan.rollout.state, plan.rollout.render_ref, plan.rollout.started_at) == (
         RolloutState.PROGRESSING,
         R,
-        now,
+        call.now,
     )
 
 
-@given(
-    specs_with_policy(),
-    statuses(rollouts(st.just(R), TERMINAL)),
-    inventories(),
-    TIMES,
-)
-def test_a_finished_rollout_never_changes_without_a_new_render(
-    release_spec: ReleaseSpec,
-    prior: ReleaseStatus,
-    entries: tuple[InventoryEntry, ...],
-    now: datetime,
-) -> None:
-    plan = plan_rollout(release_spec, prior, R, entries, now)
+@given(plan_calls(specs_with_policy(), statuses(rollouts(st.just(R), TERMINAL)), st.just(R)))
+def test_a_finished_rollout_never_changes_without_a_new_render(call: PlanCall) -> None:
+    plan = call.plan()
 
-    assert plan.rollout == prior.rollout
+    assert plan.rollout == call.prior.rollout
 
 
-@given(ANY_SPEC, ANY_STATUS, REFS, inventories(), TIMES)
-def test_plan_rollout_never_mutates_its_inputs(
-    release_spec: ReleaseSpec,
-    prior: ReleaseStatus,
-    render_ref: str,
-    entries: tuple[InventoryEntry, ...],
-    now: datetime,
-) -> None:
-    before = (release_spec.dump(), prior.dump_status(), [e.dump() for e in entries], now)
+@given(plan_calls())
+def test_plan_rollout_never_mutates_its_inputs(call: PlanCall) -> None:
+    def dumped() -> tuple[object, ...]:
+        entries = [e.dump() for e in call.entries]
+        return (call.release_spec.dump(), call.prior.dump_status(), entries, call.now)
 
-    plan_rollout(release_spec, prior, render_ref, entries, now)
+    before = dumped()
 
-    assert (release_spec.dump(), prior.dump_status(), [e.dump() for e in entries], now) == before
+    call.plan()
+
+    assert dumped() == before
 
 
-@given(ANY_SPEC, ANY_STATUS, REFS, inventories(), TIMES)
-def test_plan_rollout_always_matches_a_row_and_follows_r(
-    release_spec: ReleaseSpec,
-    prior: ReleaseStatus,
-    render_ref: str,
-    entries: tuple[InventoryEntry, ...],
-    now: datetime,
-) -> None:
-    plan = plan_rollout(release_spec, prior, render_ref, entries, now)
+@given(plan_calls())
+def test_plan_rollout_always_matches_a_row_and_follows_r(call: PlanCall) -> None:
+    plan = call.plan()
 
     assert plan.row in {row.number for row in ROWS}
-    if release_spec.failure_policy is None:
+    if call.release_spec.failure_policy is None:
         assert plan.rollout is None
     else:
-        assert plan.rollout is not None and plan.rollout.render_ref == render_ref
+        assert plan.rollout is not None and plan.rollout.render_ref == call.render_ref
 
 
 @given(inventories(), TIMES, st.none() | TIMES, st.none() | st.integers(0, 30))

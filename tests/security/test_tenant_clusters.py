@@ -236,8 +236,7 @@ def test_a_kubeconfig_written_by_an_absolute_directory_cluster_is_refused(
 ) -> None:
     t, s = tenant, tenant.s
     root = tmp_path / "clusters-root"
-    s.state.mkdir(parents=True)
-    (s.state / "directories.yaml").write_text(f"roots: ['{root}']\n")
+    s.allow_directories(root)
     s.allow_kubeconfigs(root)  # the operator lets kubeconfigs be there too: still refused
     config = {**kubeconfig(t.server.url, token_file(t)), "metadata": {"name": "kc"}}
     s.commit({"clusters/drop.yaml": directory_cluster("drop", str(root / "drop"))})
@@ -476,8 +475,7 @@ def test_an_absolute_directory_cluster_may_not_write_over_the_state_directory_wh
     tenant: Tenant, tmp_path: Path, written: str, problem: str
 ) -> None:
     t, s = tenant, tenant.s
-    s.state.mkdir(parents=True)
-    (s.state / "directories.yaml").write_text(f"roots: ['{tmp_path}']\n")
+    s.allow_directories(tmp_path)
     path = written.replace("STATE", str(s.state)).replace("TMP", str(tmp_path))
     result = hostile_tick(t, {"clusters/tenant.yaml": directory_cluster("tenant", path)})
     line = refusal(t, result)
@@ -495,7 +493,7 @@ def test_a_directories_file_the_repository_committed_into_the_state_directory_st
     t, s = tenant, tenant.s
     s.state = default_state_dir(s.root)  # inside the working tree, as by default
     s.state.mkdir()
-    (s.state / "directories.yaml").write_text(f"roots: ['{tmp_path}']\n")
+    s.allow_directories(tmp_path)
     s.repo.git.add("-f", s.state / "directories.yaml")  # committed past .git/info/exclude
     path = str(tmp_path / "anywhere")
     result = hostile_tick(t, {"clusters/tenant.yaml": directory_cluster("tenant", path)})
@@ -548,8 +546,7 @@ def test_a_cluster_nested_in_another_clusters_folder_refuses_both(
 ) -> None:
     t, s = tenant, tenant.s
     root = tmp_path / "clusters-root"
-    s.state.mkdir(parents=True)
-    (s.state / "directories.yaml").write_text(f"roots: ['{root}']\n")
+    s.allow_directories(root)
     s.commit({"clusters/outer.yaml": directory_cluster("outer", str(root / "outer"))})
     s.app("wide", release=on("outer", "wide"))
     inner = str(root / "outer" / "wide")  # the namespace folder of Release wide

@@ -21,8 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from convoy_batch.renderers import process
-from convoy_batch.renderers.sops import sops_path
 from convoy_batch.state.operator_files import allowed_credential, release_matches, url_matches
 from convoy_batch.timefmt import format_time
 from tests.renderers.test_sops import age_key, encrypt, secret_yaml
@@ -641,15 +639,6 @@ def with_vault(encrypted_json: str, vault: str, shape: str) -> str:
     return json.dumps(doc)
 
 
-def encrypt_json(text: str, recipient: str, tmp: Path) -> str:
-    return process.run(
-        "sops --encrypt",
-        [sops_path(), "--encrypt", "--age", recipient, "--encrypted-regex",
-         "^(data|stringData)$", "--input-type", "yaml", "--output-type", "json", "/dev/stdin"],
-        tmp, process.minimal_env(tmp), stdin=text.encode(),
-    )  # fmt: skip
-
-
 @pytest.fixture
 def vault() -> Iterator[Recorder]:
     found = Recorder()
@@ -665,7 +654,7 @@ def test_a_document_that_names_only_a_vault_of_its_own_gets_no_connection_to_it(
     is): it is given the age recipients only, finds none, and asks nobody."""
     s = teams.s
     plain = secret_yaml(planted("team-b-password"))
-    encrypted = encrypt_json(plain, teams.recipients["b"], teams.tmp)
+    encrypted = encrypt(plain, teams.recipients["b"], teams.tmp, output_type="json")
     document = with_vault(encrypted, vault.url, "vault-only")
     teams.app("team-b-evil", "team-b", document)
 
@@ -687,7 +676,7 @@ def test_a_document_that_also_names_a_vault_decrypts_with_age_and_never_asks_it(
 ) -> None:
     s = teams.s
     password = planted("team-b-password")
-    encrypted = encrypt_json(secret_yaml(password), teams.recipients["b"], teams.tmp)
+    encrypted = encrypt(secret_yaml(password), teams.recipients["b"], teams.tmp, output_type="json")
     teams.app("team-b-shop", "team-b", with_vault(encrypted, vault.url, shape))
 
     result = s.reconcile(minutes=0)

@@ -25,22 +25,13 @@ from convoy_batch.models import (
 from convoy_batch.state.locks import Locks
 from convoy_batch.status import text as status_text
 from convoy_batch.status.store import PushResult, StatusStore
+from tests.support.status_keys import STATUS_KEYS
 
 T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 REF = "sha256:" + "a" * 64
 REF_OLD = "sha256:" + "b" * 64
 REV = "c" * 40
 RELEASE = "apiVersion: convoy.dev/v1alpha1\nkind: Release\nmetadata: {name: web}\n"
-SPEC_KEYS = [
-    "rollout",
-    "lastAttempted",
-    "lastSuccessful",
-    "lastHealthy",
-    "waves",
-    "history",
-    "conditions",
-    "lastHandledForceSyncAt",
-]
 
 
 # --- git helpers --------------------------------------------------------------------------
@@ -204,7 +195,7 @@ def test_a_new_status_file_is_laid_out_as_ruamel_s_round_trip_writes_it(
 def test_a_new_status_file_has_every_key_in_spec_order_and_quoted_times(repo: Path) -> None:
     text = store_of(repo).render_text("web", FULL)
     top = [line.split(":")[0] for line in text.splitlines() if line[:1].isalpha()]
-    assert top == SPEC_KEYS
+    assert top == STATUS_KEYS
     assert '  startedAt: "2026-11-29T12:00:00Z"\n' in text
     assert 'lastHandledForceSyncAt: "2026-11-29T11:00:00Z"\n' in text
 
@@ -273,7 +264,7 @@ def test_keys_missing_from_an_existing_file_are_added_in_spec_order(repo: Path) 
     commit_files(repo, {"status/web.yaml": "# mine\nwaves: []\n"}, "partial status")
     text = store_of(repo).render_text("web", FULL)
     assert text.startswith("# mine\n")
-    assert [line.split(":")[0] for line in text.splitlines() if line[:1].isalpha()] == SPEC_KEYS
+    assert [line.split(":")[0] for line in text.splitlines() if line[:1].isalpha()] == STATUS_KEYS
 
 
 # --- committing ---------------------------------------------------------------------------

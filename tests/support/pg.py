@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from tests.support.needs import require
+from tests.support.testenv_script import NotStarted, start_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "pg-testenv"
 START_TIMEOUT = 120
@@ -88,25 +89,12 @@ class PgServer:
 def start(folder: Path) -> PgServer:
     """``scripts/pg-testenv start folder`` on a free port; PgUnavailable when it cannot."""
     require("postgres")
-    if not SCRIPT.exists():
-        raise PgUnavailable(f"{SCRIPT} is missing")
     env = {**os.environ, "CONVOY_PG_PORT": "auto"}
     try:
-        done = subprocess.run(
-            [str(SCRIPT), "start", str(folder)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=START_TIMEOUT,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        stop(folder)
-        raise PgUnavailable(f"start took longer than {START_TIMEOUT}s") from None
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines()
-        raise PgUnavailable(lines[-1] if lines else f"exit code {done.returncode}")
-    values = dict(line.split("=", 1) for line in Path(done.stdout.strip()).read_text().splitlines())
+        out = start_script(SCRIPT, folder, env, START_TIMEOUT, lambda: stop(folder))
+    except NotStarted as exc:
+        raise PgUnavailable(str(exc)) from None
+    values = dict(line.split("=", 1) for line in Path(out.strip()).read_text().splitlines())
     return PgServer(
         folder=folder,
         host=values["PGHOST"],

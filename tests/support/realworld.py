@@ -6,7 +6,7 @@ scenario's GitOps repository. Reads the content; writes only into that repositor
 import io
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from functools import partial
@@ -19,6 +19,7 @@ import yaml
 from convoy_batch.cli import main
 from tests.k8s.testenv import KubeEnv, eventually
 from tests.support.fakes import job_status_complete
+from tests.support.renderer_tools import Tools, kustomize_kubectl, real_helm
 from tests.support.scenario import PROJECT, Result, Scenario
 
 REALWORLD = PROJECT.parent / "shared" / "realworld"
@@ -112,6 +113,17 @@ def realworld() -> Path:
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
     return REALWORLD
+
+
+def realworld_tools(bin_dir: Path, mp: pytest.MonkeyPatch) -> Tools:
+    """The real helm on PATH (in ``bin_dir``) and kubectl with kustomize v5 as
+    ``$CONVOY_KUBECTL``; skips without the public content (:func:`realworld`)."""
+    realworld()
+    kubectl, helm = kustomize_kubectl(), real_helm()
+    tools = Tools(bin_dir, mp)
+    (tools.bin / "helm").symlink_to(helm)
+    mp.setenv("CONVOY_KUBECTL", kubectl)
+    return tools
 
 
 def source_files(app: App) -> dict[str, str]:
@@ -388,3 +400,37 @@ class Rollouts:
 
     def watch_ingress_nginx_hooks(self) -> None:
         raise NotImplementedError
+
+
+def check_one_render_for_one_commit(world: Rollouts, name: str, ref: str) -> None:
+    """A commit of an unrelated file renders the Release again: the same render
+    (``ref``), no status commit."""
+    s = world.s
+    before = s.status_log(name)
+    s.commit({"NOTES.md": "Public apps, as published.\n"}, "notes")
+    assert world.tick().code == 0
+    assert s.status_log(name) == before
+    assert s.status(name)["rollout"]["renderRef"] == ref
+
+
+def check_a_podinfo_image_that_never_becomes_ready_rolls_back(
+    world: Rollouts, image: Callable[[str], str]
+) -> None:
+    """podinfo's chart given an image that never becomes ready: Progressing, then rolled
+    back to the healthy render past the progress deadline, podinfo's kustomize copy left
+    alone. ``image`` reads the live Deployment's image in a namespace."""
+    s, name = world.s, PODINFO_CHART.name
+    assert world.settle()[name] == "Succeeded"  # whatever the tests before left
+    healthy = s.status(name)["rollout"]["renderRef"]
+    kustomize = s.status_log(PODINFO_KUSTOMIZE.name)
+    commit_values(s, PODINFO_CHART, f"{{image: {{tag: {BAD_TAG}}}}}")
+    start = world.minute
+    assert world.tick().code == 0
+    assert s.status(name)["rollout"]["state"] == "Progressing"
+    assert image(name).endswith(f":{BAD_TAG}")
+    world.minute = start + PROGRESS_DEADLINE + 1
+    assert world.tick().code == 0
+    assert s.status(name)["rollout"]["state"] == "RolledBack"
+    assert s.status(name)["lastHealthy"]["renderRef"] == healthy
+    assert image(name).endswith(":6.2.3")
+    assert s.status_log(PODINFO_KUSTOMIZE.name) == kustomize

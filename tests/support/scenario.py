@@ -55,6 +55,33 @@ data: {env: ${env}}
 """
 
 
+def hook_job(
+    name: str, annotations: str, *, image: str = "1.0", ttl: bool = False, account: str = ""
+) -> str:
+    """A hook Job of one container ``example/<name>:<image>`` that is never retried;
+    ``annotations`` are its annotation lines (four spaces in), ``ttl``: it deletes itself
+    once finished (``ttlSecondsAfterFinished: 0``), ``account``: its pod's service account."""
+    ttl_line = "  ttlSecondsAfterFinished: 0\n" if ttl else ""
+    account_line = f"      serviceAccountName: {account}\n" if account else ""
+    return f"""\
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  annotations:
+{annotations}spec:
+{ttl_line}  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+{account_line}      containers:
+      - name: {name}
+        image: example/{name}:{image}
+        resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}
+"""
+
+
 def release_yaml(
     name: str = "web",
     *,
@@ -166,8 +193,17 @@ class Scenario:
     def allow_kubeconfigs(self, *folders: Path) -> Path:
         """Write the operator's ``<state>/kubeconfigs.yaml``: Clusters may name kubeconfigs
         under ``folders`` (absolute paths). The file."""
+        return self._roots("kubeconfigs.yaml", folders)
+
+    def allow_directories(self, *folders: Path) -> Path:
+        """Write ``<state>/directories.yaml``: the operator lets directory clusters write
+        under ``folders`` (absolute paths). The file."""
+        return self._roots("directories.yaml", folders)
+
+    def _roots(self, name: str, folders: tuple[Path, ...]) -> Path:
+        """Write the operator's file ``<state>/<name>`` of ``roots``: ``folders``."""
         self.state.mkdir(parents=True, exist_ok=True)
-        file = self.state / "kubeconfigs.yaml"
+        file = self.state / name
         file.write_text("roots: [" + ", ".join(f"'{f}'" for f in folders) + "]\n")
         return file
 
