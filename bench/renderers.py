@@ -27,12 +27,10 @@ from convoy_batch.repo.source import SourceResolver
 from convoy_batch.ticks.runner import run_tick
 
 KUSTOMIZATION = "resources: [" + ", ".join(sorted(app_files())) + "]\n"
-# kustomize reads the files as YAML before ${} is substituted: quote those scalars.
 _UNQUOTED = re.compile(r"(?<=[:\[{,] )([^\s,{}\[\]\"]*\$\{[^}]+\}[^\s,{}\[\]\"]*)")
-KUSTOMIZE_FILES = {
-    "kustomization.yaml": KUSTOMIZATION,
-    **{name: _UNQUOTED.sub(r'"\1"', text) for name, text in app_files().items()},
-}
+# Kustomize and Helm read the files as YAML before ${} is substituted: quote those scalars.
+QUOTED = {name: _UNQUOTED.sub(r'"\1"', text) for name, text in app_files().items()}
+KUSTOMIZE_FILES = {"kustomization.yaml": KUSTOMIZATION, **QUOTED}
 JSONNET = """\
 local name = std.extVar('release');
 [
@@ -48,9 +46,13 @@ local name = std.extVar('release');
   for i in std.range(0, 2)
 ]
 """
+# The same five objects as a chart: the files under files/, each a document of its template.
 CHART = {
     "Chart.yaml": "apiVersion: v2\nname: app\nversion: 0.1.0\n",
-    "templates/all.yaml": '{{ .Files.Get "files/all.yaml" }}',
+    "templates/all.yaml": (
+        '{{ range $path, $_ := .Files.Glob "files/*.yaml" }}---\n{{ $.Files.Get $path }}\n{{ end }}'
+    ),
+    **{f"files/{name}": text for name, text in QUOTED.items()},
 }
 TYPES = {
     "Plain": ("", {}),

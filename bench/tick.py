@@ -101,6 +101,7 @@ def build_repo(
         app = root / "apps" / name
         app.mkdir(parents=True)
         for file, text in {**app_files(), **(extra or {})}.items():
+            (app / file).parent.mkdir(parents=True, exist_ok=True)
             (app / file).write_text(text)
             texts.append(
                 text.replace("${release}", name)

@@ -128,7 +128,10 @@ class Loopback:
             self._server.server_activate()
         self._server.daemon_threads = True
         self.port: int = self._server.socket.getsockname()[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # shutdown() waits for the loop's next poll: 20 ms rather than the default 500.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
         self._thread.start()
 
     @property

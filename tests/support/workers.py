@@ -49,7 +49,7 @@ def schedule(items: list[pytest.Item]) -> None:
     ranks = {}
     for item in items:
         group = group_of(item)
-        if group is not None:
+        if group is not None and item.config.pluginmanager.has_plugin("xdist"):
             item.add_marker(pytest.mark.xdist_group(group))
         ranks[item.nodeid] = rank(item, group is not None)
     items.sort(key=lambda item: ranks[item.nodeid])
