@@ -91,12 +91,14 @@ run: $(STAMP)
 	$(BIN)/python scripts/run_example.py $(EXAMPLE) --port $(PORT)
 
 # A forced sync of one Release of the running example (`make force RELEASE=reports`): what
-# the UI's Materialize does, through Dagster's CLI with the environment make run gives it.
+# the UI's Materialize does, through Dagster's CLI (`dg launch`, on the project that
+# [tool.dg] in pyproject.toml names) with the environment make run gives it; VIRTUAL_ENV
+# as `source .venv/bin/activate` sets it (dg checks that the project's is the active one).
 force: $(STAMP)
 	$(if $(RELEASE),,$(error make force needs a Release: make force RELEASE=reports))
 	CONVOY_REPO=$(CURDIR)/$(EXAMPLE)/repo CONVOY_STATE=$(CURDIR)/$(EXAMPLE) \
-	DAGSTER_HOME=$(CURDIR)/$(EXAMPLE)/dagster \
-	$(BIN)/dagster asset materialize -m convoy_batch.definitions --select release --partition $(RELEASE)
+	DAGSTER_HOME=$(CURDIR)/$(EXAMPLE)/dagster VIRTUAL_ENV=$(CURDIR)/$(VENV) \
+	$(BIN)/dg launch --assets release --partition $(RELEASE)
 
 # The README's picture of the Release view, taken again from the example by headless
 # Chromium (for the docs only: Debian's `apt-get install chromium`; never run by tests).

@@ -3,7 +3,7 @@
 Starts the example as ``make run`` does (``scripts/run_example.py --no-update``, in a
 temporary state directory, on a free loopback port), waits until web, api and shop have
 succeeded and reports waits for its forced sync, lets it settle, then prints, over
-``--idle-seconds``: the CPU seconds the example's process group used (``dagster dev``'s
+``--idle-seconds``: the CPU seconds the example's process group used (``dg dev``'s
 webserver, daemon and code servers and every run's process, reaped ones included; from
 ``/proc``) as a share of one core, the runs launched, and the group's resident memory
 (the sum of its processes' RSS, sampled every 5 s: mean and max). Linux only.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import dagster as dg
 
-# This checkout's package and the tests' helpers for dagster dev, as bench/wakeup.py.
+# This checkout's package and the tests' helpers for dg dev, as bench/wakeup.py.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from wakeup import group_cpu, group_processes  # bench/wakeup.py, next to this script
 

@@ -1,8 +1,8 @@
-"""Benchmark: how soon ``dagster dev`` acts on a wake-up, and what it costs in CPU at idle.
+"""Benchmark: how soon ``dg dev`` acts on a wake-up, and what it costs in CPU at idle.
 
 Builds bench/tick.py's repository (default 3 Releases x 5 objects) on a directory cluster
 without simulated controllers (the bench plays the Deployment controller by writing
-``status``), gives ``dagster dev`` a Dagster home of its own with the project's
+``status``), gives ``dg dev`` a Dagster home of its own with the project's
 ``dagster.yaml`` and a free loopback port, and sets ``CONVOY_TICK_CRON`` to once a year,
 so only the wake-up sensor starts runs. Once the first statuses are committed and every
 Release has succeeded, each round makes two wake-ups of the first Release, each after a
@@ -16,7 +16,7 @@ written) to the wake-up sensor's evaluation that saw it, to the run being queued
 sensor: the two together), dequeued, started (the run process up: queue + launch), and the
 Release's status commit (seen in ``git log -- status/<name>.yaml``), read from the
 instance's sensor ticks and run stats; then the median and max of each. Last, the CPU
-seconds that ``dagster dev``'s process group uses over ``--idle-seconds`` with nothing to
+seconds that ``dg dev``'s process group uses over ``--idle-seconds`` with nothing to
 do (utime and stime from ``/proc``, reaped children included), per process.
 
 ``--sensor-interval`` sets ``CONVOY_WAKEUP_INTERVAL``; ``--dequeue-interval`` sets
@@ -51,7 +51,7 @@ import yaml
 from dagster._core.definitions.run_request import InstigatorType
 
 # This checkout's package (not another one the environment installed) and the tests'
-# helpers for dagster dev.
+# helpers for dg dev.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tick import build_repo  # bench/tick.py, next to this script
 
@@ -84,7 +84,7 @@ GROUPS = (
 
 @dataclass(frozen=True)
 class Bench:
-    """One bench's places and the ``dagster dev`` it runs."""
+    """One bench's places and the ``dg dev`` it runs."""
 
     work: Path
     repo: Path
@@ -149,11 +149,11 @@ def environment(bench: Bench, sensor_interval: int | None) -> dict[str, str]:
 
 @contextmanager
 def dagster_dev(bench: Bench, env: dict[str, str]) -> Iterator[int]:
-    """``dagster dev`` on a free loopback port, in a process group of its own (stopped at
+    """``dg dev`` on a free loopback port, in a process group of its own (stopped at
     the end); yields the group's id once the UI answers."""
     port = free_port()
-    dagster = Path(sys.executable).parent / "dagster"
-    command = [str(dagster), "dev", "-m", "convoy_batch.definitions"]
+    dg = Path(sys.executable).parent / "dg"
+    command = [str(dg), "dev", "-m", "convoy_batch.definitions"]
     with bench.log.open("wb") as out:
         process = subprocess.Popen(
             [*command, "-h", "127.0.0.1", "-p", str(port)],

@@ -2,7 +2,7 @@
 :func:`~convoy_batch.ticks.runner.run_tick`.
 
 - ``release`` (one dynamic partition per Release): materializing a partition by hand (the
-  UI's "Materialize", ``dagster asset materialize --partition NAME``, a backfill) is a
+  UI's "Materialize", ``dg launch --assets release --partition NAME``, a backfill) is a
   forced sync of that Release (SPEC 9); a run that a schedule or sensor launched is not.
 - ``convoy_tick`` (job, one op): one run reconciles many Releases (the due ones, every
   one, or the named ones) and records an event of ``release`` for each Release whose
@@ -61,7 +61,8 @@ from convoy_batch.rollout.glance import (
     verification_note,
 )
 from convoy_batch.rollout.retire import RETIRED
-from convoy_batch.ticks.runner import TickReport, run_tick
+from convoy_batch.ticks.options import TickReport
+from convoy_batch.ticks.runner import run_tick
 from convoy_batch.ticks.shards import run_sharded
 from convoy_batch.timefmt import parse_time
 

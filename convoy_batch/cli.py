@@ -22,7 +22,8 @@ from convoy_batch.engine.handler import describe
 from convoy_batch.engine.tick import Tick, default_state_dir
 from convoy_batch.errors import ConvoyError, StateFailed, UsageError, unexpected
 from convoy_batch.state.files import os_problem
-from convoy_batch.ticks.runner import TickReport, observe_release, run_tick, select
+from convoy_batch.ticks.options import TickReport
+from convoy_batch.ticks.runner import observe_release, run_tick, select
 from convoy_batch.ticks.shards import run_sharded
 from convoy_batch.timefmt import parse_time
 from convoy_batch.views import diff_report, history

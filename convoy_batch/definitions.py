@@ -1,5 +1,7 @@
-"""The Dagster definitions (``[tool.dagster] module_name``): schedules and sensors over
-:mod:`convoy_batch.assets`, built by :func:`build_definitions` when Dagster loads them.
+"""The Dagster definitions (``[tool.dagster] module_name``, and ``dg``'s default target of the
+project ``[tool.dg]`` names): schedules and sensors over :mod:`convoy_batch.assets` and the
+job of :mod:`convoy_batch.defs.sharded`, built by :func:`build_definitions` when Dagster
+loads them.
 
 - ``convoy_tick`` schedule (``$CONVOY_TICK_CRON``, default every minute): one run that
   observes and reconciles every due Release (SPEC 13); ``$CONVOY_TICK_JOBS`` worker
@@ -24,7 +26,6 @@ Schedules and sensors are on by default. Reads the environment only inside
 import hashlib
 import json
 import os
-import warnings
 from typing import Any
 
 import dagster as dg
@@ -38,17 +39,8 @@ from convoy_batch.assets import (
     tick_job,
     tick_run_config,
 )
-from convoy_batch.sharded import STAGES, sharded_tick_job, shared_io_manager
+from convoy_batch.defs.sharded import STAGES, sharded_tick_job, shared_io_manager
 from convoy_batch.ticks.wakeups import release_names, wake_keys, woken, woken_tag, work_waiting
-
-# Dagster 1.13 re-creates a sensor that targets a job when it resolves the definitions
-# (SensorDefinition.with_updated_jobs passes ``owners``) and warns that the parameter is
-# in beta, on every load and run: a parameter this project never sets.
-warnings.filterwarnings(
-    "ignore",
-    message=r"Parameter `owners` of initializer `SensorDefinition.__init__`",
-    category=dg.BetaWarning,
-)
 
 DEFAULT_TICK_CRON = "* * * * *"
 FULL_RESYNC_CRON = "0 * * * *"
@@ -147,9 +139,12 @@ def discover_releases(
 def wakeup_sensor(interval: int = WAKEUP_INTERVAL_SECONDS) -> dg.SensorDefinition:
     """The ``convoy_wakeups`` sensor, evaluated at most every ``interval`` seconds."""
 
+    # The job by its name: given the job itself, Dagster 1.13 re-creates the sensor when it
+    # binds the job's resources (SensorDefinition.with_updated_jobs passes ``owners=[]``)
+    # and warns, on every load and run, that ``owners`` is a beta parameter.
     @dg.sensor(
         name="convoy_wakeups",
-        job=tick_job,
+        job_name=tick_job.name,
         minimum_interval_seconds=interval,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Reconcile promptly the Releases woken between ticks (SPEC 13).",

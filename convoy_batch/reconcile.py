@@ -352,7 +352,7 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
     handled = sync_handler(
         tick, release.name, release, outcome, new_inventory, None if refused else force_at
     )
-    rendered = tick.rendered.get(release.name)
+    rendered = tick.shared.render_of(release.name)
     tick.stores.ticks.save(
         release.name,
         TickRecord(
@@ -378,7 +378,7 @@ def settle_render(tick: Tick, name: str, outcome: Outcome) -> Outcome:
     """``outcome``, once the render this tick made for ``name`` is durable, before the
     status names it (its write may still be in the background when no step changed the
     cluster); when it cannot be stored, the StateFailed outcome that names it nowhere."""
-    rendered = tick.rendered.get(name)
+    rendered = tick.shared.render_of(name)
     if rendered is None:
         return outcome
     try:

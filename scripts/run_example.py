@@ -1,11 +1,11 @@
-"""``make run``: set up the embedded example and run convoy-batch on it under ``dagster dev``.
+"""``make run``: set up the embedded example and run convoy-batch on it under ``dg dev``.
 
 1. Makes a fresh state directory (default ``.convoy/example``) and, inside it, a fresh git
    repository ``repo/`` from the project's ``releases/`` folder (never committing into
    the project's own history); Dagster's instance (``DAGSTER_HOME``) is ``dagster/``
    inside it, with the project's ``dagster.yaml``.
-2. Starts ``dagster dev`` with ``CONVOY_REPO`` and ``CONVOY_STATE`` set; the schedules and
-   sensors are on by default.
+2. Starts ``dg dev`` (Dagster's local instance: webserver, daemon, code server) with
+   ``CONVOY_REPO`` and ``CONVOY_STATE`` set; the schedules and sensors are on by default.
 3. Once api has rolled out to Succeeded, commits ``releases/updates/api-1.1.0/`` (an api
    image that the simulated controller fails), so that api rolls back automatically.
    Once search has rolled out (its verification by metrics succeeded), commits
@@ -18,7 +18,7 @@
    file) as the generic provider ``example-log``, that appends each event's summary to
    ``notifications.log`` in the state directory, one line each.
 
-Stops ``dagster dev`` on Ctrl-C (or SIGTERM). Does I/O: files, git, processes.
+Stops ``dg dev`` on Ctrl-C (or SIGTERM). Does I/O: files, git, processes.
 """
 
 import argparse
@@ -73,7 +73,7 @@ def make_example_repo(repo: Path, metrics: str = METRICS_PLACEHOLDER) -> Path:
 
 def prepare(state: Path, metrics: str) -> dict[str, str]:
     """A fresh state directory with the example repository and a Dagster home; the
-    environment that ``dagster dev`` runs with."""
+    environment that ``dg dev`` runs with."""
     if state.exists():
         shutil.rmtree(state)
     state.mkdir(parents=True)
@@ -213,11 +213,15 @@ def start_receiver(state: Path) -> ThreadingHTTPServer:
     return server
 
 
-def dagster_dev(env: dict[str, str], host: str, port: int) -> subprocess.Popen[bytes]:
-    dagster = Path(sys.executable).parent / "dagster"
-    command = [str(dagster), "dev", "-m", "convoy_batch.definitions", "-h", host, "-p", str(port)]
-    # Run from the state directory: the project's dagster.yaml is a template, not the
-    # instance (DAGSTER_HOME is), and dagster dev warns about one in its folder.
+def dg_dev(env: dict[str, str], host: str, port: int) -> subprocess.Popen[bytes]:
+    """``dg dev`` (``dagster dev`` is superseded by it) on the project's definitions.
+
+    The module is named and the command runs from the state directory: the project's
+    dagster.yaml is a template, not the instance (DAGSTER_HOME is), and Dagster warns about
+    one in the folder it runs from; without ``-m``, ``dg dev`` would run from the project's
+    folder (``[tool.dg]``)."""
+    dg = Path(sys.executable).parent / "dg"
+    command = [str(dg), "dev", "-m", "convoy_batch.definitions", "-h", host, "-p", str(port)]
     return subprocess.Popen(command, env=env, cwd=env["CONVOY_STATE"])
 
 
@@ -267,11 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     env = prepare(state, metrics.url)
     receiver = start_receiver(state)
     explain(args.state, args.host, args.port)
-    # Started in the background by a shell, SIGINT may be ignored, and dagster dev (which
+    # Started in the background by a shell, SIGINT may be ignored, and dg dev (which
     # maps SIGTERM to SIGINT) would then ignore both: restore it before it is inherited.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    server = dagster_dev(env, args.host, args.port)
-    # SIGTERM ends us like Ctrl-C, so dagster dev is always stopped and awaited.
+    server = dg_dev(env, args.host, args.port)
+    # SIGTERM ends us like Ctrl-C, so dg dev is always stopped and awaited.
     signal.signal(signal.SIGTERM, lambda *_: server.send_signal(signal.SIGINT))
     stop = threading.Event()
     if not args.no_update:

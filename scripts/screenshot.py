@@ -141,8 +141,8 @@ def example(state: Path, port: int, log: Path) -> Iterator[subprocess.Popen[byte
 
 
 def stop_group(process: subprocess.Popen[bytes]) -> None:
-    """SIGINT to the group (dagster dev stops its children), then SIGKILL what is left
-    (a code server can outlive dagster dev until its heartbeat times out)."""
+    """SIGINT to the group (dg dev stops its children), then SIGKILL what is left
+    (a code server can outlive dg dev until its heartbeat times out)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGINT)
     with contextlib.suppress(subprocess.TimeoutExpired):

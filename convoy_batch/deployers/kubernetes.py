@@ -1,4 +1,9 @@
-"""The Kubernetes deployer (SPEC 12.2): server-side apply against a real API server.
+"""Over 600 lines: one class, :class:`KubernetesDeployer`, the Kubernetes implementation of
+the Deployer protocol, whose methods share its memory of live objects; its transport,
+pure rules and server forms are already modules of their own (:mod:`.kubeapi`,
+:mod:`.kubediff`, :mod:`.serverform`).
+
+The Kubernetes deployer (SPEC 12.2): server-side apply against a real API server.
 Does network I/O (through :class:`~convoy_batch.deployers.kubeapi.KubeApi`); the pure
 rules (what needs no request, apply stages) are :mod:`convoy_batch.deployers.kubediff`.
 

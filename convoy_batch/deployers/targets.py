@@ -66,7 +66,7 @@ WRITTEN = (
     "ticks.json",  # state/caches.py
     "health.json",  # state/caches.py
     "last-tick.json",  # engine/retire.py
-    "unpushed.bundle",  # repo/clone.py
+    "unpushed.bundle",  # status/remote.py
 )
 """What convoy-batch writes in the state directory (tests/security/test_tenant_clusters.py
 checks that a tick writes nothing else), by name: no kubeconfig is ever read from any of

@@ -141,7 +141,7 @@ def commit_status(
     if status != prior:
         message = message or with_note(commit_message(name, prior, status), outcome.note)
         commit = tick.status_store.commit_later(name, status, message)
-        tick.decided[name] = status
+        tick.shared.decide(name, status)
     else:  # the one the tick holds already (10,000 unchanged statuses: 20 MiB held twice)
         status = prior
     return Handled(name=name, outcome=outcome, status=status, committed=commit, prior=prior)

@@ -128,7 +128,7 @@ def remember_head(tick: Tick) -> None:
 
 def decide_retirements(tick: Tick, options: RetireOptions = RetireOptions()) -> list[Decided]:
     """The fate of every removed Release (of the named ones, with names); changes
-    nothing but the tick's knowledge of where they were (``tick.gone``)."""
+    nothing but the tick's knowledge of where they were (``tick.retired.gone``)."""
     gone = gone_names(tick)
     if not gone:
         return []
@@ -141,7 +141,7 @@ def decide_retirements(tick: Tick, options: RetireOptions = RetireOptions()) -> 
             )
     members = {n: _set_of(v) for n, v in versions.items()}
     last = _last_snapshot(tick)
-    tick.gone.update(
+    tick.retired.gone.update(
         {n: v.release.spec.cluster for n, v in versions.items() if v and v.release is not None}
     )
     unreadable = _unreadable(tick)
@@ -243,7 +243,7 @@ def forget_retired(tick: Tick, handled: Sequence[Handled]) -> None:
     done = {h.name for h in handled if h.outcome.reason in (Reason.DELETED, Reason.ORPHANED)}
     done |= {n for n in records if n not in tick.opened}
     for name in sorted(done - set(tick.snapshot.releases)):
-        if name in tick.opened and name not in tick.removed:
+        if name in tick.opened and name not in tick.retired.removed:
             continue
         try:
             tick.inventories.drop(name)
@@ -272,7 +272,7 @@ def _carry_out(tick: Tick, decided: Decided) -> Handled | str:
         return _waiting(tick, name, Reason.DELETION_PENDING, str(exc), inventory)
     except StillDeleting as exc:
         return str(exc)
-    tick.removed.add(name)
+    tick.retired.removed.add(name)
     commit = tick.status_store.remove_later(name, record.message)
     reason = Reason.ORPHANED if record.fate == "Orphan" else Reason.DELETED
     found = parse_retired(record.message.splitlines()[0])

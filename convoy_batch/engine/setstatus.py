@@ -24,7 +24,7 @@ def record_sets(tick: Tick) -> None:
         if name in tick.snapshot.sets:
             continue
         members = set_status_members(text)
-        left = [m for m in members if m in tick.opened and m not in tick.removed]
+        left = [m for m in members if m in tick.opened and m not in tick.retired.removed]
         if not left:
             tick.status_store.remove_later(name, f"{name}: ReleaseSet removed")
 

@@ -4,30 +4,19 @@ Opens the GitOps repository, reads its snapshot and every status file once, and
 hands out the stores and one deployer per Cluster. Does I/O (through the stores).
 
 What is whose. The context, read-only once opened: ``now``, ``repo``, ``snapshot``,
-``opened`` (HEAD's statuses), ``forced``, ``stores``, ``status_store``, ``sources``. What
-a Release produces is apart from it, each under the Release's name: its render in
-``rendered``, its inventory in ``inventories`` (:class:`~convoy_batch.store.Inventories`),
-its tick record in the tick store, its new status in ``decided`` (and the status store's
-commit); nothing of one Release is written in a field of the context. The tick builds,
-once each, what Releases share: deployers, parse caches, the ownership index, the CEL
-programs.
-
-The threading rule. Releases on Kubernetes Clusters are reconciled on up to 32 threads
-(``runner.PARALLEL_RELEASES``), one Release per thread under its lock. A thread may read
-anything, and write its own Release's entries in ``rendered``, ``inventories`` and
-``decided`` and its own tick record without ``lock`` (one key per thread; a dict's item
-assignment is atomic). What Releases create together takes ``lock``: a Cluster's
-deployer (:meth:`deployer`), the ownership index (:meth:`owners`), a Release's render
-(read under it); a parse cache is made once per name (:meth:`cache`, ``setdefault``).
-Other Releases' statuses are read only by the cluster-wave gate, which reads lower
-waves, finished before this wave started. Deployers, the source resolver, the stores
-and the status store guard their own state.
+``forced``, ``stores``, ``status_store``, ``sources``, ``charts``, and handles that guard
+themselves: the inventories (:class:`~convoy_batch.store.Inventories`), the deployers
+(:class:`Deployers`). What Releases share across threads is one object, :class:`Shared`
+(HEAD's statuses as opened, each Release's render and new status, a ReleaseSet's flights,
+the ownership index, the parse caches, the CEL programs), whose docstring is the
+threading rule; what the retirement pass learns before any deployer is made is
+:class:`Retired`. Nothing of one Release is written in a field of the context.
 
 Every cache, in one table (each module states its own invariant where the cache is
 built; this is the index). Cache: key; valid while; lifetime and invalidation.
 
-- ``rendered``: Release; the tick's snapshot; until the Release is handled, unless another
-  Release depends on it (:meth:`let_go`).
+- ``Shared.rendered``: Release; the tick's snapshot; until the Release is handled,
+  unless another Release depends on it (:meth:`Tick.let_go`).
 - tick records (``<state>/ticks.json``, ``TickStore``): Release; a hint the callers
   compare (blob, source revision, health); across ticks, rewritten per reconcile, parsed
   once per tick.
@@ -46,7 +35,7 @@ built; this is the index). Cache: key; valid while; lifetime and invalidation.
   order, ``deployers/serverform.py``); across ticks; no Secret is kept; gone entries stay.
 - ``<state>/cache/health-<c>.json``: object; a digest of the CEL library, the rule and
   the whole object (``health/cel.py``); across ticks.
-- ``programs``: CEL expression text; one tick.
+- ``Shared.programs``: CEL expression text; one tick.
 - source resolver: (repository, ref, path); the tick's commits; one tick.
 - a removed Release's last committed version (``GitOpsRepo.last_version``): (name, head
   commit); for ever (history is fixed); one tick.
@@ -74,8 +63,7 @@ from types import MappingProxyType
 import git
 
 from convoy_batch.deployers.base import Deployer
-from convoy_batch.deployers.directory import DirectoryDeployer, cluster_root
-from convoy_batch.deployers.simulated import SimulatedDeployer
+from convoy_batch.deployers.factory import DeployerFactory, make_deployer
 from convoy_batch.deployers.targets import Targets
 from convoy_batch.engine.ownership import Ownership
 from convoy_batch.engine.stages.act import BeforeChange, Writes, no_record
@@ -155,30 +143,6 @@ class Stores:
         )
 
 
-def make_deployer(
-    cluster: Cluster,
-    state_dir: Path,
-    now: datetime | None = None,
-    cache: ParseCache | None = None,
-    releases: Collection[str] = (),
-) -> Deployer:
-    """The deployer a Cluster asks for, once the tick has checked that the Cluster may use
-    its target (:meth:`Tick.deployer`); no target means a directory cluster (SPEC 1),
-    with the simulated controller when the Cluster asks for it and ``now`` is given.
-    ``releases``: the Releases on the Cluster (a Kubernetes deployer lists their objects);
-    ``cache``: the Cluster's parse cache (what either deployer remembers across ticks)."""
-    spec = cluster.spec
-    if spec.kubernetes is not None:
-        from convoy_batch.deployers import kubernetes  # only Kubernetes Clusters pay its import
-
-        return kubernetes.from_cluster(cluster, state_dir, releases, cache)
-    root, within = cluster_root(cluster, state_dir)  # never written outside ``within``
-    directory = DirectoryDeployer(root, cache, within=within)
-    if spec.simulate is not None and now is not None:
-        return SimulatedDeployer(directory, spec.simulate, now)
-    return directory
-
-
 def refuse_tracked_state(repo: GitOpsRepo, state_dir: Path) -> None:
     """UsageError (no tick) when HEAD holds a file of the state directory (one inside the
     working tree, as the default ``<repo>/.convoy``): a checkout would have written the
@@ -208,53 +172,149 @@ def refuse_tracked_state(repo: GitOpsRepo, state_dir: Path) -> None:
         )
 
 
-DeployerFactory = Callable[[Cluster, Path, datetime, ParseCache, Collection[str]], Deployer]
-"""Builds a Cluster's deployer for one tick, as :func:`make_deployer` does: (Cluster,
-state directory, now, the Cluster's parse cache, the names of its Releases). The seam
-where tests hand a tick deployers that fail on demand."""
+@dataclass
+class Retired:
+    """What the retirement pass (``engine/retire.py``) learns of removed Releases, before
+    any deployer is made; written by that pass alone, on the tick's thread."""
+
+    gone: dict[str, str] = field(default_factory=dict)
+    """Removed Release -> its Cluster, as its last committed version said."""
+    removed: set[str] = field(default_factory=set)
+    """Removed Releases whose status file this tick removes (a retirement's commit)."""
+
+
+@dataclass
+class Shared:
+    """The only mutable object of a tick that crosses threads; it owns :attr:`lock`.
+
+    Releases on Kubernetes Clusters are reconciled on up to 32 threads
+    (``runner.PARALLEL_RELEASES``), one Release per thread under its lock. A thread
+    writes its own Release's render (:meth:`keep_render`) and new status
+    (:meth:`decide`) and nothing of another's; other Releases' statuses and renders are
+    read through :meth:`status_of` and :meth:`render_of` (the dependency gate, and the
+    cluster-wave gate, which reads lower waves, finished before this wave started). What
+    Releases create together is made once, under :attr:`lock`: the ownership index
+    (:attr:`ownership`), a ReleaseSet's flights (:meth:`take_flight`), a parse cache
+    (:meth:`cache`). The deployers (:class:`Deployers`), the source resolver, the stores,
+    the inventories and the status store guard their own state."""
+
+    opened: Mapping[str, ReleaseStatus]
+    """Every status file of HEAD as the tick opened it (never written)."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    rendered: dict[str, Rendered] = field(default_factory=dict)
+    """Release -> its render of this tick (``stages.render.stage_render``, once a tick),
+    until the Release is handled (:meth:`Tick.let_go`)."""
+    decided: dict[str, ReleaseStatus] = field(default_factory=dict)
+    """Release -> the status this tick committed for it (:func:`engine.handler.commit_status`)."""
+    flights: dict[str, set[str]] = field(default_factory=dict)
+    """ReleaseSet -> its members that started a rollout in this tick (``maxInFlight``,
+    ``stages.gates.max_in_flight_gate``)."""
+    ownership: Ownership | None = None
+    """See :meth:`Tick.owners`."""
+    caches: dict[str, ParseCache] = field(default_factory=dict)
+    """Parse caches under ``<state>/cache/`` by name, saved by :meth:`Tick.close`."""
+    programs: Programs = field(default_factory=lambda: Programs(library=_cel_library()))
+    """The health rules' CEL programs, compiled once per tick by expression text."""
+
+    def status_of(self, name: str) -> ReleaseStatus:
+        """The Release's status: the one this tick committed, else the one it opened."""
+        return self.decided.get(name) or self.opened.get(name) or ReleaseStatus()
+
+    def decide(self, name: str, status: ReleaseStatus) -> None:
+        """The status this tick committed for Release ``name`` (its own thread's)."""
+        self.decided[name] = status
+
+    def render_of(self, name: str) -> Rendered | None:
+        """The Release's render of this tick, while the tick holds it."""
+        with self.lock:
+            return self.rendered.get(name)
+
+    def keep_render(self, name: str, rendered: Rendered) -> None:
+        with self.lock:
+            self.rendered[name] = rendered
+
+    def drop_render(self, name: str) -> None:
+        with self.lock:
+            self.rendered.pop(name, None)
+
+    def take_flight(
+        self, set_name: str, name: str, flying: Callable[[set[str]], list[str]], allowed: int
+    ) -> list[str]:
+        """The members of ReleaseSet ``set_name`` in flight (``flying`` of those started
+        this tick); when fewer than ``allowed``, Release ``name`` starts (an empty list)."""
+        with self.lock:
+            started = self.flights.setdefault(set_name, set())
+            found = flying(started)
+            if len(found) >= allowed:
+                return found
+            started.add(name)
+            return []
+
+    def cache(self, name: str, folder: Path) -> ParseCache:
+        """The parse cache ``<folder>/<name>.json`` (one per name, whichever thread asks
+        first)."""
+        found = self.caches.get(name)
+        if found is None:
+            made = ParseCache(folder / f"{name}.json")
+            found = self.caches.setdefault(name, made)
+        return found
+
+
+class Deployers:
+    """One deployer per Cluster per tick (so per-tick caches such as discovery hold), made
+    by ``factory`` once the Cluster's target is one it may use, and a refusal remembered
+    (ClusterNotFound each time it is asked for). Guards itself."""
+
+    def __init__(self, factory: DeployerFactory) -> None:
+        self.deployer_factory = factory
+        self._made: dict[str, Deployer | ClusterNotFound] = {}
+        self._lock = threading.Lock()
+
+    def get(
+        self, cluster: Cluster, check: Callable[[Cluster], None], make: Callable[[], Deployer]
+    ) -> Deployer:
+        """The Cluster's deployer: ``check`` its target (ClusterNotFound), then ``make``."""
+        with self._lock:
+            found = self._made.get(cluster.name)
+            if found is None:
+                try:
+                    check(cluster)
+                    found = make()
+                except ClusterNotFound as exc:
+                    found = exc
+                self._made[cluster.name] = found
+        if isinstance(found, ClusterNotFound):
+            raise ClusterNotFound(str(found))
+        return found
+
+    def made(self) -> list[Deployer]:
+        with self._lock:
+            return [d for d in self._made.values() if not isinstance(d, ClusterNotFound)]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._made = {}
 
 
 @dataclass
 class Tick:
-    """What one tick reads once: the clock, the repository, statuses, stores."""
+    """What one tick reads once: the clock, the repository, statuses, stores; what its
+    Releases share across threads is :attr:`shared`."""
 
     now: datetime
     repo: GitOpsRepo
     stores: Stores
     snapshot: GitOpsSnapshot
-    opened: Mapping[str, ReleaseStatus]
-    """Every status file of HEAD as the tick opened it (never written)."""
     status_store: StatusStore
     sources: SourceResolver
     inventories: Inventories
     charts: ChartResolver
     """Helm charts from repositories, resolved once a tick against ``now``."""
-    forced: Set[str] = frozenset()
-    decided: dict[str, ReleaseStatus] = field(default_factory=dict)
-    """Release -> the status this tick committed for it (:func:`engine.handler.commit_status`)."""
-    gone: dict[str, str] = field(default_factory=dict)
-    """Removed Release -> its Cluster, as its last committed version said (set by the
-    retirement pass, ``engine/retire.py``, before any deployer is made)."""
-    removed: set[str] = field(default_factory=set)
-    """Removed Releases whose status file this tick removes (a retirement's commit)."""
-    deployers: dict[str, Deployer] = field(default_factory=dict)
-    refused: dict[str, str] = field(default_factory=dict)
-    """Cluster -> why its target may not be used (:meth:`deployer`), for the tick."""
-    caches: dict[str, ParseCache] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    """Guards what Releases reconciled on several threads create together."""
-    rendered: dict[str, Rendered] = field(default_factory=dict)
-    """Release -> its render of this tick (``stages.render.stage_render``, once a tick),
-    until the Release is handled (:meth:`let_go`)."""
-    flights: dict[str, set[str]] = field(default_factory=dict)
-    """ReleaseSet -> its members that started a rollout in this tick (``maxInFlight``,
-    ``stages.gates.max_in_flight_gate``; under :attr:`lock`)."""
-    ownership: Ownership | None = None
-    """See :meth:`owners`."""
-    deployer_factory: DeployerFactory = make_deployer
+    shared: Shared
+    deployers: Deployers
     """Builds the deployer of each Cluster the tick talks to (once, see :meth:`deployer`)."""
-    programs: Programs = field(default_factory=lambda: Programs(library=_cel_library()))
-    """The health rules' CEL programs, compiled once per tick by expression text."""
+    forced: Set[str] = frozenset()
+    retired: Retired = field(default_factory=Retired)
 
     @classmethod
     def open(
@@ -275,49 +335,60 @@ class Tick:
         caches = {name: ParseCache(state_dir / "cache" / f"{name}.json") for name in ("repo",)}
         status_store = StatusStore(repo.repo, stores.locks, cache=caches["repo"])
         status_store.recover()  # what a killed tick left half-written in git
+        opened = MappingProxyType(status_store.load_all(caches["repo"]))
         return cls(
             now=now,
             repo=repo,
             stores=stores,
             snapshot=repo.snapshot(caches["repo"], revision),
-            opened=MappingProxyType(status_store.load_all(caches["repo"])),
             status_store=status_store,
             sources=SourceResolver(repo, state_dir, commit if revision else None),
             inventories=Inventories(stores.inventories, stores.health),
             charts=ChartResolver(state_dir, now),
+            shared=Shared(opened=opened, caches=caches),
+            deployers=Deployers(deployer_factory),
             forced=forced,
-            caches=caches,
-            deployer_factory=deployer_factory,
         )
+
+    @property
+    def opened(self) -> Mapping[str, ReleaseStatus]:
+        """Every status file of HEAD as the tick opened it (never written)."""
+        return self.shared.opened
+
+    @property
+    def rendered(self) -> Mapping[str, Rendered]:
+        """Release -> its render of this tick, while the tick holds it (a view)."""
+        return MappingProxyType(self.shared.rendered)
+
+    @property
+    def programs(self) -> Programs:
+        return self.shared.programs
 
     def status(self, name: str) -> ReleaseStatus:
         """The Release's status: the one this tick committed, else the one it opened."""
-        return self.decided.get(name) or self.opened.get(name) or ReleaseStatus()
+        return self.shared.status_of(name)
 
     def statuses(self) -> dict[str, ReleaseStatus]:
         """Every Release's status as :meth:`status` gives it (the render GC reads them)."""
-        merged = {**self.opened, **self.decided}
-        return {name: status for name, status in merged.items() if name not in self.removed}
+        merged = {**self.shared.opened, **self.shared.decided}
+        removed = self.retired.removed
+        return {name: status for name, status in merged.items() if name not in removed}
 
     def cache(self, name: str) -> ParseCache:
-        """A parse cache under ``<state>/cache/``, saved by :meth:`close` (one per name,
-        whichever thread asks first)."""
-        found = self.caches.get(name)
-        if found is None:
-            made = ParseCache(self.stores.state_dir / "cache" / f"{name}.json")
-            found = self.caches.setdefault(name, made)
-        return found
+        """A parse cache under ``<state>/cache/``, saved by :meth:`close`."""
+        return self.shared.cache(name, self.stores.state_dir / "cache")
 
     def close(self) -> None:
         """Wait for the tick's writes, save what it learnt for the next one (parse caches)."""
         for path, exc in self.stores.writer.close():
             log.warning("not stored (made again when needed): %s", os_problem(path, exc))
-        for cache in self.caches.values():
+        for cache in self.shared.caches.values():
             cache.save()
         # Let go of what the records' flush does not read: it holds a file of every
         # Release's record at once (10,000: the parse caches and claims are 80 MiB).
-        self.caches, self.deployers = {}, {}
-        self.ownership = None  # it refers back to the tick: no cycle outlives it
+        self.shared.caches = {}
+        self.deployers.clear()
+        self.shared.ownership = None  # it refers back to the tick: no cycle outlives it
         self.sources.remember()
         self.stores.ticks.flush()
         self.stores.health.flush()
@@ -338,8 +409,7 @@ class Tick:
         in the tick, once per dependent), and its inventory (read again from its file if
         asked)."""
         if name not in self.depended_on:
-            with self.lock:
-                self.rendered.pop(name, None)
+            self.shared.drop_render(name)
         self.inventories.let_go(name)
 
     @functools.cached_property
@@ -354,15 +424,16 @@ class Tick:
 
     def owners(self) -> Ownership:
         """Which Release each object belongs to (made on first use)."""
-        with self.lock:
-            if self.ownership is None:
+        shared = self.shared
+        with shared.lock:
+            if shared.ownership is None:
                 releases = [e.release for e in self.snapshot.releases.values() if e.release]
-                self.ownership = Ownership(
+                shared.ownership = Ownership(
                     [r.name for r in releases],
                     {r.name: r.spec.cluster for r in releases},
                     self.inventories.read,
                 )
-            return self.ownership
+            return shared.ownership
 
     def writes(self, name: str, ahead: BeforeChange = no_record) -> Writes:
         """What a step of Release ``name`` writes on the way (see :class:`Writes`): its
@@ -406,19 +477,13 @@ class Tick:
         """One deployer per Cluster per tick (so per-tick caches such as discovery hold),
         made once the Cluster's target is one it may use (ClusterNotFound, each time it is
         asked for, when it is not: :meth:`targets`)."""
-        with self.lock:
-            if cluster.name in self.refused:
-                raise ClusterNotFound(self.refused[cluster.name])
-            if cluster.name not in self.deployers:
-                try:
-                    self.targets.check(cluster)
-                except ClusterNotFound as exc:
-                    self.refused[cluster.name] = str(exc)
-                    raise
-                cache = self.cache(f"cluster-{cluster.name}")
-                releases = list(self.snapshot.by_cluster.get(cluster.name, ()))
-                releases += [n for n, on in self.gone.items() if on == cluster.name]
-                self.deployers[cluster.name] = self.deployer_factory(
-                    cluster, self.stores.state_dir, self.now, cache, releases
-                )
-            return self.deployers[cluster.name]
+
+        def make() -> Deployer:
+            cache = self.cache(f"cluster-{cluster.name}")
+            releases = list(self.snapshot.by_cluster.get(cluster.name, ()))
+            releases += [n for n, on in self.retired.gone.items() if on == cluster.name]
+            return self.deployers.deployer_factory(
+                cluster, self.stores.state_dir, self.now, cache, releases
+            )
+
+        return self.deployers.get(cluster, self.targets.check, make)

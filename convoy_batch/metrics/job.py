@@ -5,7 +5,7 @@ The Job is ``<its name>-<the renderRef's first 8 digits>`` in the Release's name
 (unless its manifest names one), labelled with the Release, so each render gets its own
 (a Job's template cannot change). It is not an object of the render: never pruned nor
 observed, and the cluster's own TTL (``ttlSecondsAfterFinished``) removes it. Does I/O
-through the deployer it is given."""
+through the deployer of its context."""
 
 from collections.abc import Mapping
 from datetime import datetime
@@ -13,9 +13,9 @@ from typing import Any
 
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.errors import ConvoyError
-from convoy_batch.metrics.web import MetricError
-from convoy_batch.models import LABEL_RELEASE, JobMetric, Release, key_of
-from convoy_batch.renderers.pipeline import parse_file, substitute
+from convoy_batch.manifests.text import parse_file, substitute
+from convoy_batch.metrics.base import Context, MetricError
+from convoy_batch.models import LABEL_RELEASE, Analysis, JobMetric, Release, key_of
 from convoy_batch.rollout.analysis import Judged, Measurement
 
 
@@ -68,3 +68,22 @@ def measure_job(deployer: Deployer, job: Mapping[str, Any], now: datetime) -> Me
             why = condition.get("message") or condition.get("reason") or "failed"
             return Measurement(now, Judged.FAILED, "Failed", f"Job {name}: {why}")
     return None
+
+
+class JobProvider:
+    def measure(
+        self, metric: JobMetric, analysis: Analysis, now: datetime, context: Context
+    ) -> Measurement | None:
+        """A look at the render's Job (applied when it is not there): its end; None while
+        it runs. A Job that cannot be made, or a Cluster that cannot be had, is an Error
+        measurement."""
+        try:
+            text = context.source_file(metric.manifest)
+            job = job_of(metric, text, context.variables, context.release, context.ref)
+            deployer = context.deployer()
+        except (MetricError, ConvoyError) as exc:
+            return Measurement(now, Judged.ERROR, None, str(exc))
+        return measure_job(deployer, job, now)
+
+
+JOB = JobProvider()

@@ -1,31 +1,20 @@
-"""A measurement judged by the analysis's CEL conditions over ``result`` (a number, a
-list or a map), as Argo Rollouts judges one: ``failureCondition`` true is Failed;
+"""A provider's result judged by the analysis's CEL conditions over ``result`` (a number,
+a list or a map), as Argo Rollouts judges one: ``failureCondition`` true is Failed;
 ``successCondition`` true is Successful; with both given and neither true, Inconclusive;
-with one given and false, the other verdict. An error (a condition that fails, that is
-no boolean, a NaN) is an Error measurement, never a verdict: it names the cause, and for
-an index into an empty result says how to guard it.
+with one given and false, the other verdict. An error (a result that could not be had, a
+condition that fails, that is no boolean, a NaN) is an Error measurement, never a
+verdict: it names the cause, and for an index into an empty result says how to guard it.
+A credential refused is a warning line too."""
 
-A provider's ``credentials`` is the operator's, sent only when its ``releases`` name the
-Release's file and its ``urls`` hold the request's URL (after substitution): else the
-measurement is an error naming the field and the URL, a warning line too, and nothing
-is sent."""
-
-import base64
 import logging
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-from convoy_batch.errors import RenderFailed, one_line
-from convoy_batch.metrics.prometheus import query, query_url
-from convoy_batch.metrics.web import MetricError, fetch
+from convoy_batch.metrics.base import Context, CredentialRefused, MetricError
 from convoy_batch.models import Analysis
-from convoy_batch.renderers.pipeline import substitute
 from convoy_batch.rollout.analysis import Judged, Measurement
-from convoy_batch.state.operator_files import credential_for
 
 log = logging.getLogger("convoy_batch")
 
@@ -33,47 +22,23 @@ VALUE_LIMIT = 80
 """A result is kept as text of at most this many characters."""
 
 
-@dataclass(frozen=True)
-class Context:
-    """What a measurement is made with besides its analysis."""
-
-    variables: Mapping[str, str]
-    """The Release's variables, ``revision`` and ``renderRef`` (the render's), for a
-    query or a URL."""
-    state_dir: Path
-    """Where the operator's credentials file is."""
-    release_file: str | None = None
-    """The Release's file in the repository (:attr:`Release.file`): what a credential's
-    ``releases`` must name."""
-    release: str = ""
-    """The Release's name, for the warning of a credential refused."""
-
-
-class CredentialRefused(MetricError):
-    """A credential the analysis names may not be sent: nothing was."""
-
-
-def measure(analysis: Analysis, now: datetime, context: Context) -> Measurement:
-    """One measurement of ``analysis`` at ``now``: its provider asked, its result judged."""
-    provider = analysis.provider
+def judged(
+    analysis: Analysis, now: datetime, context: Context, result: Callable[[], Any]
+) -> Measurement:
+    """One measurement of ``analysis`` at ``now``: ``result`` asked (its provider's
+    request), its answer judged."""
     try:
-        if provider.web is not None:
-            web = provider.web
-            web = web.model_copy(update={"url": _substitute(web.url, context.variables)})
-            auth = _auth(web.credentials, "provider.web.credentials", web.url, context)
-            result = _number(fetch(web, {**web.headers, **auth}))
-        else:
-            metric = provider.prometheus
-            assert metric is not None  # a job analysis is measured by metrics.job
-            text = _substitute(metric.query, context.variables)
-            field = "provider.prometheus.credentials"
-            auth = _auth(metric.credentials, field, query_url(metric), context)
-            result = query(metric, text, now, auth)
+        found = result()
     except CredentialRefused as exc:  # the operator's to know: a line on stderr too
-        log.warning("%s: verification %s: %s", context.release, analysis.name, exc)
+        log.warning("%s: verification %s: %s", context.release.name, analysis.name, exc)
         return Measurement(now, Judged.ERROR, None, str(exc))
     except MetricError as exc:
         return Measurement(now, Judged.ERROR, None, str(exc))
+    return judge(analysis, now, found)
+
+
+def judge(analysis: Analysis, now: datetime, result: Any) -> Measurement:
+    """``result`` judged by the conditions of ``analysis``."""
     value = _text(result)
     if _nan(result):
         return Measurement(now, Judged.ERROR, value, "result is NaN")
@@ -83,40 +48,16 @@ def measure(analysis: Analysis, now: datetime, context: Context) -> Measurement:
     except ValueError as exc:
         return Measurement(now, Judged.ERROR, value, str(exc))
     if failed:
-        judged = Judged.FAILED
+        verdict = Judged.FAILED
     elif succeeded:
-        judged = Judged.SUCCESSFUL
+        verdict = Judged.SUCCESSFUL
     elif analysis.success_condition is not None and analysis.failure_condition is not None:
-        judged = Judged.INCONCLUSIVE
+        verdict = Judged.INCONCLUSIVE
     elif analysis.success_condition is not None:
-        judged = Judged.FAILED  # the success condition alone, false
+        verdict = Judged.FAILED  # the success condition alone, false
     else:
-        judged = Judged.SUCCESSFUL  # the failure condition alone, false
-    return Measurement(now, judged, value, "")
-
-
-def _auth(name: str | None, field: str, url: str, context: Context) -> dict[str, str]:
-    """The ``Authorization`` header of the credential ``name`` of the operator's file,
-    for a request to ``url`` (a MetricError, one line naming ``field`` and never a
-    value, when it may not be sent there or cannot be read: it holds, as any error
-    does, and nothing is sent)."""
-    if name is None:
-        return {}
-    try:
-        auth = credential_for(context.state_dir, name, field, context.release_file, url)
-    except ValueError as exc:
-        raise CredentialRefused(one_line(str(exc))) from None
-    if auth.username is None:
-        return {"Authorization": f"Bearer {auth.token}"}
-    token = base64.b64encode(f"{auth.username}:{auth.password}".encode()).decode()
-    return {"Authorization": f"Basic {token}"}
-
-
-def _substitute(text: str, variables: Mapping[str, str]) -> str:
-    try:
-        return substitute(text, variables, "provider")
-    except RenderFailed as exc:
-        raise MetricError(str(exc)) from None
+        verdict = Judged.SUCCESSFUL  # the failure condition alone, false
+    return Measurement(now, verdict, value, "")
 
 
 def _nan(result: Any) -> bool:
@@ -143,18 +84,6 @@ def _condition(text: str | None, result: Any, field: str) -> bool:
 
 def _empty(result: Any) -> bool:
     return isinstance(result, list | dict) and not result
-
-
-def _number(value: Any) -> Any:
-    """A numeric string (as Prometheus gives samples) is a number to the conditions."""
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    if isinstance(value, list):
-        return [_number(v) for v in value]
-    return value
 
 
 def _text(result: Any) -> str:

@@ -7,8 +7,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from convoy_batch.metrics.web import MetricError, get_json
-from convoy_batch.models import PrometheusMetric
+from convoy_batch.metrics.base import Context, MetricError
+from convoy_batch.metrics.judge import judged
+from convoy_batch.metrics.web import authorization, get_json, substituted
+from convoy_batch.models import Analysis, PrometheusMetric
+from convoy_batch.rollout.analysis import Measurement
 
 
 def query_url(metric: PrometheusMetric) -> str:
@@ -44,3 +47,21 @@ def _number(text: Any, url: str) -> float:
         return float(text)  # Prometheus writes "NaN", "+Inf" as floats read them
     except (TypeError, ValueError):
         raise MetricError(f"GET {url}: {text!r} is not a number") from None
+
+
+class PrometheusProvider:
+    def measure(
+        self, metric: PrometheusMetric, analysis: Analysis, now: datetime, context: Context
+    ) -> Measurement:
+        """The query's result (the Release's variables in it) at ``now``, judged."""
+        return judged(analysis, now, context, lambda: _result(metric, now, context))
+
+
+def _result(metric: PrometheusMetric, now: datetime, context: Context) -> Any:
+    text = substituted(metric.query, context.variables)
+    field = "provider.prometheus.credentials"
+    auth = authorization(metric.credentials, field, query_url(metric), context)
+    return query(metric, text, now, auth)
+
+
+PROMETHEUS = PrometheusProvider()

@@ -1,27 +1,36 @@
-"""The ``web`` provider, and the HTTP request every provider makes (urllib3, as
-notifications send theirs): one request whose answer is JSON; ``jsonPath`` (RFC 9535, by
-python-jsonpath; Argo Rollouts' ``{$.data.ok}`` too) picks the result.
+"""The ``web`` provider, and the HTTP request every provider makes (on the pool of
+:mod:`convoy_batch.httpclient`, as notifications send theirs): one request whose answer
+is JSON; ``jsonPath`` (RFC 9535, by python-jsonpath; Argo Rollouts' ``{$.data.ok}`` too)
+picks the result.
 
 Every failure is a :class:`MetricError` of one line (the status code, a time-out, a
 refused connection, an answer that is not JSON, a path that matches nothing): an observer
 outage, never a verdict. A credential's token or password is sent in a header and never
 appears in a message. A redirect is not followed (an answer of its own, ``HTTP 302``), so
-a header never goes to a URL the credential was not bound to."""
+a header never goes to a URL the credential was not bound to.
 
+A provider's ``credentials`` is the operator's, sent only when its ``releases`` name the
+Release's file and its ``urls`` hold the request's URL (after substitution): else the
+measurement is an error naming the field and the URL, a warning line too, and nothing
+is sent."""
+
+import base64
 import json
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import jsonpath
 import urllib3
 
-from convoy_batch.models import WebMetric
-from convoy_batch.notify.send import failure_words, pool
-
-
-class MetricError(Exception):
-    """A measurement that could not be made (one line)."""
+from convoy_batch.errors import RenderFailed, one_line
+from convoy_batch.httpclient import failure_words, pool
+from convoy_batch.manifests.text import substitute
+from convoy_batch.metrics.base import Context, CredentialRefused, MetricError
+from convoy_batch.metrics.judge import judged
+from convoy_batch.models import Analysis, WebMetric
+from convoy_batch.rollout.analysis import Measurement
+from convoy_batch.state.operator_files import credential_for
 
 
 def get_json(
@@ -78,3 +87,57 @@ def fetch(metric: WebMetric, headers: Mapping[str, str]) -> Any:
     if not found:
         raise MetricError(f"{where}: jsonPath {metric.json_path!r} matches nothing")
     return found[0] if len(found) == 1 else found
+
+
+def _number(value: Any) -> Any:
+    """A numeric string (as Prometheus gives samples) is a number to the conditions."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    if isinstance(value, list):
+        return [_number(v) for v in value]
+    return value
+
+
+def substituted(text: str, variables: Mapping[str, str]) -> str:
+    """``text`` with the Release's variables (MetricError, one line)."""
+    try:
+        return substitute(text, variables, "provider")
+    except RenderFailed as exc:
+        raise MetricError(str(exc)) from None
+
+
+def authorization(name: str | None, field: str, url: str, context: Context) -> dict[str, str]:
+    """The ``Authorization`` header of the credential ``name`` of the operator's file,
+    for a request to ``url`` (a CredentialRefused, one line naming ``field`` and never a
+    value, when it may not be sent there or cannot be read: it holds, as any error
+    does, and nothing is sent)."""
+    if name is None:
+        return {}
+    try:
+        auth = credential_for(context.state_dir, name, field, context.release.file, url)
+    except ValueError as exc:
+        raise CredentialRefused(one_line(str(exc))) from None
+    if auth.username is None:
+        return {"Authorization": f"Bearer {auth.token}"}
+    token = base64.b64encode(f"{auth.username}:{auth.password}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+class WebProvider:
+    def measure(
+        self, metric: WebMetric, analysis: Analysis, now: datetime, context: Context
+    ) -> Measurement:
+        """The request's answer (its URL with the Release's variables), judged."""
+        return judged(analysis, now, context, lambda: _result(metric, context))
+
+
+def _result(metric: WebMetric, context: Context) -> Any:
+    metric = metric.model_copy(update={"url": substituted(metric.url, context.variables)})
+    auth = authorization(metric.credentials, "provider.web.credentials", metric.url, context)
+    return _number(fetch(metric, {**metric.headers, **auth}))
+
+
+WEB = WebProvider()

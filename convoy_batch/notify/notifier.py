@@ -19,6 +19,7 @@ import git
 import urllib3
 
 from convoy_batch.errors import one_line
+from convoy_batch.httpclient import pool
 from convoy_batch.notify import payloads, send
 from convoy_batch.notify.alerts import Alert, Alerts, ReleaseFacts, load_alerts
 from convoy_batch.notify.commits import CursorGone, StatusBlobs, StatusChange, status_changes
@@ -196,7 +197,7 @@ class Notifier:
         waiting: set[tuple[str, str]] = set()  # (Release, provider) with an older entry left
         down: set[str] = set()
         secrets: dict[str, tuple[str, str | None] | send.Failed] = {}
-        http = send.pool()
+        http = pool()
         try:
             for entry in self.outbox.pending():
                 key = (entry.event.release, entry.provider)

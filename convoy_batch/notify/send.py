@@ -1,14 +1,16 @@
-"""Sending one request (urllib3, which the Kubernetes client brings). Does network I/O.
+"""Sending one request (urllib3, on the pool of :mod:`convoy_batch.httpclient`). Does
+network I/O.
 
 No retries here (the outbox retries on later ticks) and a time-out on every request. A
-failure is told in words that hold no URL, host or token: urllib3's own messages repeat
-the URL, so they are never passed on.
+failure is told in words that hold no URL, host or token (``httpclient.failure_words``):
+urllib3's own messages repeat the URL, so they are never passed on.
 """
 
 from dataclasses import dataclass
 
 import urllib3
 
+from convoy_batch.httpclient import failure_words
 from convoy_batch.notify.payloads import HttpRequest
 
 
@@ -18,10 +20,6 @@ class Failed:
     """In words that hold no URL, host or token."""
     answered: bool = False
     """The receiver answered (an HTTP status), so it is up: other events may go."""
-
-
-def pool() -> urllib3.PoolManager:
-    return urllib3.PoolManager(retries=False, maxsize=2)
 
 
 def send(http: urllib3.PoolManager, request: HttpRequest, timeout: float) -> Failed | None:
@@ -45,23 +43,3 @@ def send(http: urllib3.PoolManager, request: HttpRequest, timeout: float) -> Fai
     if 200 <= response.status < 300:
         return None
     return Failed(f"HTTP {response.status}", answered=True)
-
-
-def failure_words(exc: urllib3.exceptions.HTTPError) -> str:
-    """Why a request failed, in words that hold no URL, host or token."""
-    errors = urllib3.exceptions
-    if isinstance(exc, errors.MaxRetryError) and isinstance(exc.reason, errors.HTTPError):
-        return failure_words(exc.reason)
-    if isinstance(exc, errors.NewConnectionError):  # before TimeoutError: a subclass of it
-        reason = exc.__cause__ or exc.__context__
-        detail = reason.strerror if isinstance(reason, OSError) and reason.strerror else ""
-        return f"cannot connect ({detail.lower()})" if detail else "cannot connect"
-    if isinstance(exc, errors.TimeoutError):
-        return "timed out"
-    if isinstance(exc, errors.SSLError):
-        return "TLS error"
-    if isinstance(exc, errors.ProtocolError):
-        return "connection broken"
-    if isinstance(exc, errors.LocationValueError | errors.URLSchemeUnknown):
-        return "not a usable URL"
-    return type(exc).__name__

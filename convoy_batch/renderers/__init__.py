@@ -6,17 +6,32 @@ A renderer other than Plain runs in a fresh export of the source's commit (files
 written from git objects into a temporary folder, never the working tree); what it
 depends on, :func:`render_inputs`, is found without starting any process, so a Release
 whose inputs did not change reloads its stored render and a quiet tick runs nothing.
-A Helm chart from a repository is resolved by :mod:`convoy_batch.renderers.charts`,
-whose index answers without a request while the chart is pinned (or its range fresh).
+A Helm chart from a repository is resolved by :mod:`.charts`, whose index answers
+without a request while the chart is pinned (or its range fresh).
 
 A render reads the repository at its revision and nothing else of the machine: the
 export holds no symlink, each renderer keeps its paths inside it (Kustomize walks the
-kustomizations it would load first, :mod:`convoy_batch.renderers.kustomize`), and every
-renderer's process runs under the operator's memory and time limits
-(``renderers.yaml``'s ``limits``, :mod:`convoy_batch.renderers.command`).
+kustomizations it would load first), and every renderer's process runs under the
+operator's memory and time limits (``renderers.yaml``'s ``limits``).
+
+Each renderer is registered once, by the model of its ``render``, in :data:`RENDERERS`:
+the functions here and the render stage ask it what differs, never the spec's type.
+
+- :mod:`.base`: the ``Renderer`` protocol; ``Exported``, what the renderers that run a tool share
+- :mod:`.plain`: Plain, the files under ``source.path`` as they are
+- :mod:`.kustomize`: Kustomize, ``kustomize build`` of what the export holds
+- :mod:`.helm`: Helm, ``helm template`` of a chart in git or from a repository
+- :mod:`.jsonnet`: Jsonnet, evaluated in a child Python process (:mod:`.jsonnet_eval`)
+- :mod:`.command`: Command renderers the operator defines, and every renderer's limits
+- :mod:`.charts`: Helm charts from repositories and registries: resolved, fetched, cached
+- :mod:`.discovery`: the stand-in API server that answers helm's discovery
+- :mod:`.sops`: SOPS decryption: encrypted objects stay sealed, once checked to decrypt
+- :mod:`.job`: what a renderer that runs a tool is given (a Job)
+- :mod:`.process`: a renderer's process: found, started under the limits, its output read
+- :mod:`.pipeline`: the render pipeline (SPEC 3 steps 2-6), pure
 """
 
-import tempfile
+from functools import partial
 from pathlib import Path
 
 from convoy_batch.deployers.base import Capabilities
@@ -26,17 +41,29 @@ from convoy_batch.models import (
     HelmRender,
     JsonnetRender,
     KustomizeRender,
+    Model,
     PlainRender,
     Release,
-    RenderSpec,
 )
-from convoy_batch.renderers import command, helm, jsonnet, kustomize, sops
+from convoy_batch.renderers import command, helm, jsonnet, kustomize, plain, sops
+from convoy_batch.renderers.base import Reader, Renderer
 from convoy_batch.renderers.charts import ChartResolver
-from convoy_batch.renderers.job import Job
-from convoy_batch.renderers.pipeline import Render, render, render_files, variables_for
-from convoy_batch.repo.source import SourceResolver, normalize_source_path
+from convoy_batch.renderers.pipeline import Render
+from convoy_batch.repo.source import SourceResolver
 
-CHART_YAML = "Chart.yaml"
+RENDERERS: dict[type[Model], Renderer] = {
+    PlainRender: plain.PLAIN,
+    KustomizeRender: kustomize.KUSTOMIZE,
+    JsonnetRender: jsonnet.JSONNET,
+    HelmRender: helm.HELM,
+    CommandRender: command.COMMAND,
+}
+"""Every renderer, by the model of its ``render`` (``models.RenderSpec``)."""
+
+
+def renderer_of(release: Release) -> Renderer:
+    """The renderer of ``release``'s ``source.render``."""
+    return RENDERERS[type(release.spec.source.render)]
 
 
 def render_inputs(
@@ -52,54 +79,20 @@ def render_inputs(
     server's ``capabilities`` a Helm render is given (so a server upgrade re-renders), a
     chart from a repository's version and digest (from the chart index), and with
     ``source.decryption`` the operator's key files (size and time)."""
-    spec = release.spec.source.render
-    keys = [sops.key_input(release, state_dir)] if release.spec.source.decryption else []
-    if isinstance(spec, PlainRender):
-        return [sources.listing(release).fingerprint, *keys]
-    inputs = [] if release.spec.source.chart_only else [sources.tree_fingerprint(release)]
-    inputs += [_tool_key(spec, state_dir), *keys]
-    if isinstance(spec, HelmRender) and spec.from_repository:
-        inputs.append(_charts(charts, state_dir).resolve(release).revision)
-    elif isinstance(spec, HelmRender):  # a chart in git: its dependencies from repositories
-        chart_yaml = sources.file_text(release, CHART_YAML)
-        inputs += _charts(charts, state_dir).dependency_revisions(release, chart_yaml)
-    if capabilities is not None:
-        inputs += [capabilities.kube_version, " ".join(capabilities.api_versions)]
-    return inputs
+    reader = _reader(sources, state_dir, charts)
+    return renderer_of(release).inputs(release, reader, capabilities)
 
 
 def source_revision(release: Release, sources: SourceResolver, charts: ChartResolver) -> str:
     """The revision a render of ``release`` is named by: the last commit that changed
     ``source.path``, or for a chart from a repository its ``<version>@sha256:<digest>``."""
-    spec = release.spec.source.render
-    if isinstance(spec, HelmRender) and spec.from_repository:
-        return charts.resolve(release).revision
-    return sources.revision(release)
+    return renderer_of(release).revision(release, sources, charts)
 
 
 def watched_revision(release: Release, sources: SourceResolver, charts: ChartResolver) -> str:
     """What a tick compares to the last one's to see the source changed: the revision,
     and for a chart from a repository read with values files, their commit too."""
-    revision = source_revision(release, sources, charts)
-    spec = release.spec.source
-    if isinstance(spec.render, HelmRender) and spec.render.from_repository and spec.path:
-        revision += f" {sources.revision(release)}"
-    return revision
-
-
-def _charts(charts: ChartResolver | None, state_dir: Path) -> ChartResolver:
-    return charts if charts is not None else ChartResolver(state_dir, None)
-
-
-def _tool_key(spec: RenderSpec, state_dir: Path) -> str:
-    if isinstance(spec, KustomizeRender):
-        return kustomize.tool_key()
-    if isinstance(spec, JsonnetRender):
-        return jsonnet.tool_key()
-    if isinstance(spec, HelmRender):
-        return helm.tool_key()
-    assert isinstance(spec, CommandRender)
-    return command.tool_key(spec, state_dir)
+    return renderer_of(release).watched_revision(release, sources, charts)
 
 
 def render_release(
@@ -113,61 +106,12 @@ def render_release(
     """Render ``release`` with its renderer (RenderFailed or SourceFailed, one line);
     ``capabilities``: the Cluster's API server, for Helm on a Kubernetes Cluster. Its
     SOPS-encrypted objects stay sealed, once checked to decrypt (``renderers.sops``)."""
-    made = _render(release, cluster, sources, state_dir, capabilities, charts)
+    reader = _reader(sources, state_dir, charts)
+    made = renderer_of(release).render(release, cluster, reader, capabilities)
     sops.verify(made, release, state_dir)
     return made
 
 
-def _render(
-    release: Release,
-    cluster: Cluster,
-    sources: SourceResolver,
-    state_dir: Path,
-    capabilities: Capabilities | None,
-    charts: ChartResolver | None,
-) -> Render:
-    spec = release.spec.source.render
-    if isinstance(spec, PlainRender):
-        return render(sources.fetch(release), release, cluster)
-    limits = command.limits(state_dir)
-    charts = _charts(charts, state_dir)
-    chart, dependencies = None, []
-    if isinstance(spec, HelmRender) and spec.from_repository:
-        chart = charts.archive(release)
-    elif isinstance(spec, HelmRender):
-        dependencies = charts.dependencies(release, sources.file_text(release, CHART_YAML))
-    revision = source_revision(release, sources, charts)
-    with tempfile.TemporaryDirectory(prefix="convoy-render-") as scratch:
-        root, home = Path(scratch) / "tree", Path(scratch) / "home"
-        home.mkdir()
-        if isinstance(spec, CommandRender):  # an operator's program may write: its own
-            root.mkdir()
-            sources.export(release, root)
-        elif release.spec.source.chart_only:  # nothing is read from git
-            root.mkdir()
-        else:  # kustomize, helm and jsonnet only read their source: the tick's export
-            root = sources.shared_export(release)
-        path = normalize_source_path(release.spec.source.path or "")
-        job = Job(
-            release=release,
-            cluster=cluster,
-            variables=variables_for(release, cluster),
-            revision=revision,
-            root=root,
-            path=path,
-            home=home,
-            state_dir=state_dir,
-            capabilities=capabilities,
-            chart=chart,
-            dependencies=tuple(dependencies),
-            limits=limits,
-        )
-        if isinstance(spec, KustomizeRender):
-            files = kustomize.render(job)
-        elif isinstance(spec, JsonnetRender):
-            files = jsonnet.render(spec, job)
-        elif isinstance(spec, HelmRender):
-            files = helm.render(spec, job)
-        else:
-            files = command.render(spec, job)
-    return render_files(files, revision, release, cluster)
+def _reader(sources: SourceResolver, state_dir: Path, charts: ChartResolver | None) -> Reader:
+    charts = charts if charts is not None else ChartResolver(state_dir, None)
+    return Reader(sources, charts, state_dir, partial(command.limits, state_dir))

@@ -34,6 +34,7 @@ from pydantic import BeforeValidator, Field, PlainSerializer, field_validator
 from convoy_batch.errors import RenderFailed
 from convoy_batch.models import CommandRender, Duration, Model
 from convoy_batch.renderers import process
+from convoy_batch.renderers.base import Exported
 from convoy_batch.renderers.job import Job
 from convoy_batch.repo.source import SourceFile
 from convoy_batch.state.operator_files import operator_path, read_operator_file, shown
@@ -164,3 +165,20 @@ def render(spec: CommandRender, job: Job) -> list[SourceFile]:
         limits=limits,
     )
     return [SourceFile(f"{job.path or '.'} (renderer {spec.name})", text)]
+
+
+class Command(Exported[CommandRender]):
+    """An operator's program: it may write, so it runs in an export of its own, and it
+    may call random functions (its output is checked to be stable)."""
+
+    may_vary = True
+    runs_program = True
+
+    def tool_key(self, spec: CommandRender, state_dir: Path) -> str:
+        return tool_key(spec, state_dir)
+
+    def files(self, spec: CommandRender, job: Job) -> list[SourceFile]:
+        return render(spec, job)
+
+
+COMMAND = Command()

@@ -24,11 +24,15 @@ from typing import Any
 from convoy_batch.deployers.base import Capabilities
 from convoy_batch.errors import RenderFailed
 from convoy_batch.manifests import yamlload
-from convoy_batch.models import HelmRender
+from convoy_batch.models import HelmRender, Release
 from convoy_batch.renderers import discovery, process
+from convoy_batch.renderers.base import Charts, Exported, Reader
+from convoy_batch.renderers.charts import ChartResolver
 from convoy_batch.renderers.job import Job
-from convoy_batch.repo.source import SourceFile
+from convoy_batch.repo.source import SourceFile, SourceResolver
 
+CHART_YAML = "Chart.yaml"
+"""A chart in git's file naming its dependencies (from repositories: render inputs)."""
 _MISSING = (
     "Helm: helm is not on PATH; install Helm (v3 or v4, a single binary, see Helm's "
     "installation guide) on the reconciler's PATH"
@@ -71,6 +75,61 @@ def render(spec: HelmRender, job: Job) -> list[SourceFile]:
     else:
         text = _run_against(job.capabilities, label, argv, job, env)
     return [SourceFile(f"{shown} (helm template)", text)]
+
+
+class Helm(Exported[HelmRender]):
+    """A chart in git (at ``source.path``) or from a repository (``repository``): the
+    latter's render is named by the chart's version and digest, and depends on them; the
+    former's depends on those of its dependencies from repositories. Its templates may
+    call random functions, and are told the Cluster's API server."""
+
+    may_vary = True
+    reads_server = True
+
+    def tool_key(self, spec: HelmRender, state_dir: Path) -> str:
+        return tool_key()
+
+    def files(self, spec: HelmRender, job: Job) -> list[SourceFile]:
+        return render(spec, job)
+
+    def revision(self, release: Release, sources: SourceResolver, charts: ChartResolver) -> str:
+        """A chart from a repository's ``<version>@sha256:<digest>``; else the last
+        commit that changed ``source.path``."""
+        if self.spec(release).from_repository:
+            return charts.resolve(release).revision
+        return sources.revision(release)
+
+    def watched_revision(
+        self, release: Release, sources: SourceResolver, charts: ChartResolver
+    ) -> str:
+        """The revision, and for a chart from a repository read with values files (a
+        ``source.path``), their commit too."""
+        revision = self.revision(release, sources, charts)
+        if self.spec(release).from_repository and release.spec.source.path:
+            revision += f" {sources.revision(release)}"
+        return revision
+
+    def extra_inputs(self, release: Release, reader: Reader) -> list[str]:
+        """A chart from a repository's version and digest; a chart in git's dependencies
+        from repositories, each by its version and digest (from the chart index)."""
+        if self.spec(release).from_repository:
+            return [reader.charts.resolve(release).revision]
+        chart_yaml = reader.sources.file_text(release, CHART_YAML)
+        return reader.charts.dependency_revisions(release, chart_yaml)
+
+    def charts(self, release: Release, reader: Reader) -> Charts:
+        """A chart from a repository's archive; a chart in git's dependencies'."""
+        if self.spec(release).from_repository:
+            return Charts(chart=reader.charts.archive(release))
+        chart_yaml = reader.sources.file_text(release, CHART_YAML)
+        return Charts(dependencies=tuple(reader.charts.dependencies(release, chart_yaml)))
+
+    def subject(self, release: Release) -> str:
+        chart = self.spec(release).chart
+        return f"chart {chart!r}" if chart else super().subject(release)
+
+
+HELM = Helm()
 
 
 _SERVER_MODE = ("--dry-run=server", "--disable-openapi-validation")

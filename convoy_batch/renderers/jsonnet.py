@@ -26,6 +26,7 @@ from typing import Any
 from convoy_batch.errors import RenderFailed
 from convoy_batch.models import JsonnetRender
 from convoy_batch.renderers import process
+from convoy_batch.renderers.base import Exported
 from convoy_batch.renderers.job import Job
 from convoy_batch.repo.source import SourceFile
 
@@ -74,6 +75,17 @@ def render(spec: JsonnetRender, job: Job) -> list[SourceFile]:
             for key, obj in _manifests(result, where)
         ]
     return found
+
+
+class Jsonnet(Exported[JsonnetRender]):
+    def tool_key(self, spec: JsonnetRender, state_dir: Path) -> str:
+        return tool_key()
+
+    def files(self, spec: JsonnetRender, job: Job) -> list[SourceFile]:
+        return render(spec, job)
+
+
+JSONNET = Jsonnet()
 
 
 def _files(spec: JsonnetRender, job: Job) -> list[Path]:

@@ -24,7 +24,9 @@ from typing import Any
 
 from convoy_batch.errors import RenderFailed
 from convoy_batch.manifests import yamlload
+from convoy_batch.models import KustomizeRender
 from convoy_batch.renderers import process
+from convoy_batch.renderers.base import Exported
 from convoy_batch.renderers.job import Job
 from convoy_batch.repo.source import SourceFile
 
@@ -109,6 +111,17 @@ def render(job: Job) -> list[SourceFile]:
         limits=job.limits,
     )
     return [SourceFile(f"{target} (kustomize build)", text)]
+
+
+class Kustomize(Exported[KustomizeRender]):
+    def tool_key(self, spec: KustomizeRender, state_dir: Path) -> str:
+        return tool_key()
+
+    def files(self, spec: KustomizeRender, job: Job) -> list[SourceFile]:
+        return render(job)
+
+
+KUSTOMIZE = Kustomize()
 
 
 # --- What a build may read -----------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Declared variables are substituted in the file text (any other ``${...}`` stays as
 written), the files are parsed as kubectl parses them (YAML 1.1 scalars as go-yaml v2
-resolves them, timestamps and binary kept as their text), namespaces defaulted,
+resolves them, timestamps and binary kept as their text; both by
+:mod:`convoy_batch.manifests.text`), namespaces defaulted,
 duplicates refused, and the object list hashed into the ``renderRef``. Only then are
 the convoy label and render annotation added, so equal content gives the same ref on
 every machine. A render is at most :data:`MAX_OBJECTS` objects and :data:`MAX_BYTES`
@@ -23,6 +24,7 @@ from convoy_batch.kinds import cluster_scoped_crds, group_of, is_cluster_scoped,
 from convoy_batch.manifests import yamlload
 from convoy_batch.manifests.annotations import ARGO_HOOK, FLUX_RECONCILE, FLUX_SSA, meaning
 from convoy_batch.manifests.sealed import check_unsealed, is_encrypted, seal
+from convoy_batch.manifests.text import kept_references, parse_file, substitute
 from convoy_batch.models import (
     ANNOTATION_RENDER,
     LABEL_RELEASE,
@@ -57,8 +59,6 @@ expanded), so a render far over the limit is refused before its JSON is made."""
 
 # --- Step 2: variables -----------------------------------------------------------------
 
-_REFERENCE = re.compile(r"\$(\$?)\{([^}\n]*)\}")
-
 
 def variables_for(release: Release, cluster: Cluster) -> dict[str, str]:
     """Built-ins, then Cluster ``spec.vars``, then Release ``spec.vars`` (later wins)."""
@@ -70,72 +70,15 @@ def variables_for(release: Release, cluster: Cluster) -> dict[str, str]:
     return {**builtins, **cluster.spec.vars, **release.spec.vars}
 
 
-def substitute(text: str, variables: Mapping[str, str], where: str) -> str:
-    """Replace ``${name}`` where ``name`` is one of ``variables`` (substitution only where
-    asked: a built-in, or declared in ``vars``); ``$${x}`` is a literal ``${x}``; any other
-    ``${...}`` is left as written (a shell script's ``${FRONTEND_ADDR}`` in public
-    content, which Argo CD never substitutes either). A text that substitution would grow
-    past the file limit (``yamlload.MAX_TEXT``) is a RenderFailed before it is made."""
-    if "${" not in text:
-        return text
-    length = len(text)
-
-    def replace(match: re.Match[str]) -> str:
-        nonlocal length
-        escaped, name = match.group(1), match.group(2)
-        if escaped:
-            return match.group(0)[1:]
-        value = variables.get(name)
-        if value is None:
-            return match.group(0)
-        length += len(value) - len(match.group(0))
-        if length > yamlload.MAX_TEXT:
-            raise RenderFailed(
-                f"{where}: over {yamlload.MAX_TEXT} characters once variables are "
-                f"substituted; at most {yamlload.MAX_TEXT} are read"
-            )
-        return value
-
-    return _REFERENCE.sub(replace, text)
-
-
 def _left_as_written(text: str, variables: Mapping[str, str]) -> str:
     """A hint for a file that does not parse: the references it kept (no such variable is
     declared), the likely cause when a file written for substitution meets a Cluster that
     lacks one of its ``vars``."""
-    kept = sorted(
-        {
-            m.group(0)
-            for m in _REFERENCE.finditer(text)
-            if not m.group(1) and m.group(2) not in variables
-        }
-    )
+    kept = kept_references(text, variables)
     if not kept:
         return ""
     shown = ", ".join(kept[:3]) + (f" and {len(kept) - 3} more" if len(kept) > 3 else "")
     return f" ({shown}: no such variable is declared, left as written)"
-
-
-# --- Step 1 (parse) ----------------------------------------------------------------------
-
-
-def parse_file(path: str, text: str) -> list[yamlload.Document]:
-    """The non-empty documents of one source file: JSON for ``*.json``, else YAML; a
-    file of either is at most ``yamlload.MAX_TEXT`` characters."""
-    if not path.endswith(".json"):
-        try:
-            return yamlload.documents(text, path)
-        except ValueError as exc:
-            raise RenderFailed(str(exc)) from None
-    if len(text) > yamlload.MAX_TEXT:
-        raise RenderFailed(f"{path}: {len(text)} characters; at most {yamlload.MAX_TEXT} are read")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RenderFailed(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
-    # JSON has no aliases: its objects are no larger than its text, measured as a whole
-    # once the render's JSON is made.
-    return [] if doc is None else [yamlload.Document(doc, 0)]
 
 
 def _check_object(doc: Any, where: str) -> Manifest:

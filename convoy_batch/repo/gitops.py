@@ -4,17 +4,14 @@ branch's HEAD commit, never from the working tree. Does I/O (reads git objects).
 A broken file never stops the others: each Release file gives a :class:`ReleaseEntry`
 holding either the Release or a one-line error naming the file and the field. A
 ReleaseSet file (``kind: ReleaseSet``, README "ReleaseSets") gives one entry per member
-(:mod:`convoy_batch.rollout.releaseset`), listed at the set's path. Each Release read
-knows its file (``Release.file``; a member, its set's): what the operator's keys and
-credentials name as the Releases that may use them.
+(:mod:`convoy_batch.rollout.releaseset`, :mod:`convoy_batch.repo.members`), listed at
+the set's path. Each Release read knows its file (``Release.file``; a member, its
+set's): what the operator's keys and credentials name as the Releases that may use them.
+The records a snapshot holds are :mod:`convoy_batch.repo.entries`' (read from here too).
 """
 
-import hashlib
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from fnmatch import fnmatchcase
-from functools import cached_property
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
@@ -25,8 +22,12 @@ from pydantic import TypeAdapter, ValidationError
 from convoy_batch.errors import UsageError, one_line
 from convoy_batch.manifests.yamlload import load_documents
 from convoy_batch.models import Cluster, Model, Name, Release, ReleaseSet, parse_model
+from convoy_batch.repo.entries import GitOpsSnapshot as GitOpsSnapshot  # read from here too
+from convoy_batch.repo.entries import Loaded
+from convoy_batch.repo.entries import ReleaseEntry as ReleaseEntry  # read from here too
+from convoy_batch.repo.entries import SetEntry as SetEntry  # read from here too
+from convoy_batch.repo.members import has_file, members, templates_added
 from convoy_batch.rollout.depends import refused
-from convoy_batch.rollout.releaseset import Folders, Member, directory_patterns, generate
 from convoy_batch.state.caches import ParseCache
 
 RELEASES_DIR = "releases"
@@ -36,86 +37,6 @@ CLUSTERS_DIR = "clusters"
 SUFFIXES = (".yaml", ".yml")
 _NAME = TypeAdapter(Name)
 M = TypeVar("M", bound=Model)
-
-
-@dataclass(frozen=True)
-class ReleaseEntry:
-    name: str
-    """metadata.name when it is a valid name, else the file's stem (see :func:`_claim`)."""
-    path: str
-    """Repo-relative posix path, e.g. ``releases/web.yaml``."""
-    blob: str
-    """Git blob SHA of the file: a changed Release file wakes the Release up (for a name
-    that several files claim, their SHAs joined by ``+``)."""
-    release: Release | None
-    error: str | None
-    """One line naming the file and the field; exactly one of release and error is set."""
-
-
-@dataclass(frozen=True)
-class GitOpsSnapshot:
-    commit: str
-    branch: str | None
-    """The checked-out branch; None when HEAD is detached."""
-    releases: dict[str, ReleaseEntry]
-    clusters: dict[str, Cluster]
-    cluster_errors: dict[str, str]
-    """Cluster name (or file stem) -> one-line error."""
-    sets: dict[str, "SetEntry"] = field(default_factory=dict)
-    """The valid ReleaseSets, by name (their members are in ``releases``)."""
-
-    @cached_property
-    def member_sets(self) -> dict[str, str]:
-        """Member -> its ReleaseSet (derived from :attr:`sets`, once per snapshot)."""
-        return {m: name for name, entry in self.sets.items() for m in entry.members}
-
-    def set_of(self, name: str) -> str | None:
-        """The ReleaseSet whose member ``name`` is (None: a hand-written Release)."""
-        return self.member_sets.get(name)
-
-    @cached_property
-    def by_cluster(self) -> dict[str, list[str]]:
-        """Cluster name -> its valid Releases' names, in :attr:`releases` order (derived
-        once per snapshot)."""
-        found: dict[str, list[str]] = {}
-        for entry in self.releases.values():
-            if entry.release is not None:
-                found.setdefault(entry.release.spec.cluster, []).append(entry.release.name)
-        return found
-
-
-@dataclass(frozen=True)
-class SetEntry:
-    """A ReleaseSet file and what its generation gave."""
-
-    path: str
-    release_set: ReleaseSet
-    members: tuple[str, ...]
-    """Its members in ``releases``, in generation order (refused ones left out)."""
-    failed: str | None
-    """Why the member set cannot be told (GenerationFailed): none of its last members is
-    removed meanwhile."""
-    refused: tuple[str, ...] = ()
-    """One line per member refused for a name another Release or set holds."""
-    frozen_at: str | None = None
-    """The commit whose members the set cannot generate now it keeps (at that version)."""
-    unparsed: bool = False
-    """The set's file does not parse at HEAD: the set is its newest version that did."""
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """One object file: its model, or the error that stopped it."""
-
-    name: str
-    path: str
-    blob: str
-    model: Any
-    error: str | None
-
-    def __post_init__(self) -> None:
-        if self.error is not None:  # it becomes a status message and a line on stderr
-            object.__setattr__(self, "error", one_line(self.error))
 
 
 class GitOpsRepo:
@@ -193,7 +114,7 @@ class GitOpsRepo:
                     clusters[item.name] = item.model
                 else:
                     cluster_errors[item.name] = item.error
-            sets = _members(commit.tree, set_files, releases, clusters, cluster_errors)
+            sets = members(commit.tree, set_files, releases, clusters, cluster_errors)
             if thaw:
                 sets.update(self._unparsed_sets(sets, commit, releases, cache))
                 for name, entry in list(sets.items()):
@@ -206,7 +127,7 @@ class GitOpsRepo:
                 f"{self.path}: commit {commit.hexsha[:12]} cannot be read: {one_line(str(exc))}"
             ) from None
         branch = None if head.is_detached else head.reference.name
-        releases = _templates_added(_dependencies_checked(releases), clusters)
+        releases = templates_added(_dependencies_checked(releases), clusters)
         return GitOpsSnapshot(commit.hexsha, branch, releases, clusters, cluster_errors, sets)
 
     def last_version(self, name: str, head: str | None = None) -> "LastVersion | None":
@@ -266,7 +187,7 @@ class GitOpsRepo:
             for sha in self._history(commit.hexsha):
                 before = self.snapshot(cache, sha, thaw=False)
                 old = before.sets.get(name)
-                if old is None and _has_file(before, entry.path):
+                if old is None and has_file(before, entry.path):
                     continue  # its file did not parse then either
                 if old is None:  # before the set was written: no members to keep
                     break
@@ -399,122 +320,6 @@ change a file outside ``status/``)."""
 
 RELEASE_KINDS: Mapping[str, type[Model]] = {"Release": Release, "ReleaseSet": ReleaseSet}
 """The kinds a file of ``releases/`` may hold, by its ``kind``."""
-
-
-def _members(
-    tree: git.Tree,
-    set_files: list[Loaded],
-    releases: dict[str, ReleaseEntry],
-    clusters: Mapping[str, Cluster],
-    cluster_errors: Mapping[str, str],
-) -> dict[str, SetEntry]:
-    """Each ReleaseSet's members added to ``releases`` (in file order). A member whose
-    name a hand-written Release holds, or an earlier set's member, is refused: the other
-    keeps its name, and the refusal is one line on stderr and in the set's entry."""
-    hand_written = {name: entry.path for name, entry in releases.items()}
-    sets: dict[str, SetEntry] = {}
-    for item in set_files:
-        release_set: ReleaseSet = item.model
-        generation = generate(
-            release_set, item.path, clusters, cluster_errors, _folders(tree, release_set)
-        )
-        kept, refusals = [], []
-        for member in generation.members:
-            holder = _holder(member.name, hand_written, sets)
-            if holder is not None:
-                line = f"{item.path}: member {member.name} refused: {holder} has that name"
-                refusals.append(line)
-                continue
-            release = None if member.release is None else member.release.read_from(item.path)
-            releases[member.name] = ReleaseEntry(
-                member.name, item.path, _member_blob(item.blob, member), release, member.error
-            )
-            kept.append(member.name)
-        sets[release_set.name] = SetEntry(
-            item.path, release_set, tuple(kept), generation.failed, tuple(refusals)
-        )
-    return sets
-
-
-def _has_file(snapshot: GitOpsSnapshot, path: str) -> bool:
-    """Whether ``path`` is a Release file of ``snapshot`` that does not parse."""
-    return any(e.path == path and e.error for e in snapshot.releases.values())
-
-
-def _holder(name: str, hand_written: Mapping[str, str], sets: Mapping[str, SetEntry]) -> str | None:
-    """Who holds a member's name: a hand-written Release (its file), or an earlier set."""
-    if name in hand_written:
-        return f"{hand_written[name]} (a Release)"
-    for set_name, entry in sets.items():
-        if name in entry.members:
-            return f"{entry.path} (a member of ReleaseSet {set_name})"
-    return None
-
-
-def _member_blob(set_blob: str, member: Member) -> str:
-    """A member's change key: the set file's blob and a digest of what it generated, so
-    a change of the set, or of a Cluster's labels or vars, is a change of the member."""
-    made = member.release.dump() if member.release is not None else member.error
-    digest = hashlib.sha256(json.dumps(made, sort_keys=True).encode()).hexdigest()[:16]
-    return f"{set_blob}:{digest}"
-
-
-def _folders(tree: git.Tree, release_set: ReleaseSet) -> Folders:
-    """The folders each ``directories`` pattern of the set matches in ``tree``."""
-    found: dict[str, list[str]] = {}
-    errors: dict[str, str] = {}
-    for pattern in directory_patterns(release_set):
-        try:
-            found[pattern] = _matching(tree, pattern)
-        except (ODBError, ValueError) as exc:
-            errors[pattern] = f"the folders cannot be read: {one_line(str(exc))}"
-    return Folders(found, errors)
-
-
-def _matching(tree: git.Tree, pattern: str) -> list[str]:
-    """Folders of ``tree`` matching ``pattern`` segment by segment (``*`` within one)."""
-    level = [tree]
-    for segment in [p for p in pattern.strip("/").split("/") if p]:
-        level = [sub for t in level for sub in t.trees if fnmatchcase(sub.name, segment)]
-    return sorted(str(t.path) for t in level)
-
-
-def _templates_added(
-    releases: dict[str, ReleaseEntry], clusters: Mapping[str, Cluster]
-) -> dict[str, ReleaseEntry]:
-    """The entries, each Release's ``verification.templates`` added to its analyses from
-    its Cluster's ``spec.analyses``; a name the Cluster lacks (or a Cluster that cannot
-    be read) makes the Release invalid with a line naming the file and field."""
-    if not any(
-        e.release is not None and e.release.spec.verification is not None
-        and e.release.spec.verification.templates
-        for e in releases.values()
-    ):  # fmt: skip
-        return releases
-    added = dict(releases)
-    for name, entry in releases.items():
-        release = entry.release
-        verification = release.spec.verification if release is not None else None
-        if release is None or verification is None or not verification.templates:
-            continue
-        cluster = clusters.get(release.spec.cluster)
-        shared = {a.name: a for a in cluster.spec.analyses} if cluster is not None else {}
-        missing = [t for t in verification.templates if t not in shared]
-        if missing:
-            where = f"clusters/{release.spec.cluster}.yaml spec.analyses"
-            i = verification.templates.index(missing[0])
-            error = (
-                f"{entry.path}: spec.verification.templates.{i}: {missing[0]!r} is not an "
-                f"analysis of {where}"
-            )
-            added[name] = replace(entry, release=None, error=error)
-            continue
-        analyses = (*verification.analyses, *(shared[t] for t in verification.templates))
-        spec = release.spec.model_copy(
-            update={"verification": verification.model_copy(update={"analyses": analyses})}
-        )
-        added[name] = replace(entry, release=release.model_copy(update={"spec": spec}))
-    return added
 
 
 def _dependencies_checked(releases: dict[str, ReleaseEntry]) -> dict[str, ReleaseEntry]:

@@ -8,7 +8,7 @@ out, and the status and commit message that follow when the step succeeds), dura
 the render the step applies is durable in the render store first. The record is removed
 once the tick's status commits have landed (in a clone of the remote, which may not
 outlive the run: once they are pushed or kept in the state directory, see
-:mod:`convoy_batch.repo.clone`). A tick that finds a record completes it
+:mod:`convoy_batch.status.remote`). A tick that finds a record completes it
 before it decides anything new for that Release: the step again (applies are
 idempotent), then the recorded status commit. So a crash at any point can delay a
 decided transition, never undo it.

@@ -88,7 +88,7 @@ class Locks:
     @contextlib.contextmanager
     def remote(self, timeout: float = 60) -> Iterator[None]:
         """Hold the lock of a tick that works from a clone of the remote, from its fetch
-        to its push (:mod:`convoy_batch.repo.clone`): such ticks take turns."""
+        to its push (:mod:`convoy_batch.status.remote`): such ticks take turns."""
         with self._hold("remote.lock", timeout):
             yield
 

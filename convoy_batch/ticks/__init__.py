@@ -1,4 +1,6 @@
-"""A tick over many Releases, above :mod:`convoy_batch.reconcile`: what is due and the tick
-itself (:mod:`.runner`), the tick sharded over worker processes by Cluster
+"""A tick over many Releases, above :mod:`convoy_batch.reconcile`: the tick itself
+(:mod:`.runner`), what it is asked and what it reports (:mod:`.options`), why a Release
+is due (:mod:`.due`), what it does once its Releases are handled: commits, render GC,
+push, notifications (:mod:`.finish`), the tick sharded over worker processes by Cluster
 (:mod:`.shards`, ``reconcile --jobs``), and the wake-ups between ticks for the Dagster
 sensor (:mod:`.wakeups`). Does I/O."""

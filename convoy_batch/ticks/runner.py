@@ -1,5 +1,6 @@
-"""A tick over many Releases: observe, pick the due ones, reconcile each under its lock,
-commit changed statuses, garbage-collect renders once, push once, then notify.
+"""A tick over many Releases: observe, pick the due ones (:mod:`.due`), reconcile each
+under its lock, then commit changed statuses, garbage-collect renders once, push once and
+notify (:mod:`.finish`).
 
 This is the library call that the CLI and the Dagster assets both make. Does I/O.
 """
@@ -10,29 +11,24 @@ import threading
 from collections.abc import Iterator, Sequence, Set
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from pathlib import Path
 
+from convoy_batch.deployers.factory import DeployerFactory, make_deployer
 from convoy_batch.engine.handler import Handled, sync_handler
 from convoy_batch.engine.retire import (
     RetireOptions,
     forget_retired,
-    gone_names,
     remember_head,
     retire_removed,
 )
 from convoy_batch.engine.setstatus import record_sets
-from convoy_batch.engine.stages.gates import windows_of
 from convoy_batch.engine.stages.outcome import failed
 from convoy_batch.engine.stages.render import resolve_cluster, stage_render
-from convoy_batch.engine.stages.verify import next_measurement
-from convoy_batch.engine.tick import DeployerFactory, Tick, make_deployer
+from convoy_batch.engine.tick import Tick
 from convoy_batch.errors import (
     ConvoyError,
-    InvalidRelease,
-    InvalidSyncWindow,
     StateFailed,
     UsageError,
 )
@@ -40,65 +36,20 @@ from convoy_batch.health.cel import rules_for
 from convoy_batch.health.observer import observe
 from convoy_batch.models import (
     Cluster,
-    Release,
     ReleaseInventory,
-    ReleaseStatus,
-    RolloutState,
 )
-from convoy_batch.notify import Notifier, ReleaseFacts, TickFacts
+from convoy_batch.notify import Notifier
 from convoy_batch.reasons import Reason
-from convoy_batch.reconcile import handle_release, pending_force_sync, source_revision
-from convoy_batch.repo.clone import Clone, push_apart, remote_url, tick_clone
-from convoy_batch.repo.clone import finish as finish_clone
+from convoy_batch.reconcile import handle_release
 from convoy_batch.repo.gitops import ReleaseEntry
 from convoy_batch.rollout.depends import depth, in_order
-from convoy_batch.rollout.due import DueReason, due_reasons, health_snapshot
-from convoy_batch.rollout.status import written_at
-from convoy_batch.rollout.windows import window_state
-from convoy_batch.state.files import os_problem
 from convoy_batch.state.locks import LockBusy
+from convoy_batch.status.remote import Clone, remote_url, tick_clone
+from convoy_batch.ticks.due import dependency_graph, is_due, progressing
+from convoy_batch.ticks.finish import any_unstored, finish_run, notification_facts, set_warnings
+from convoy_batch.ticks.options import TickOptions, TickReport
 
 log = logging.getLogger("convoy_batch")
-
-
-@dataclass(frozen=True)
-class TickOptions:
-    """How a tick runs, passed whole (the command line's and the Dagster op's choices)."""
-
-    names: tuple[str, ...] = ()
-    """Reconcile these, due or not; none: the due ones."""
-    all_releases: bool = False
-    """Every Release (``--all``, the full resync of SPEC 13)."""
-    forced: frozenset[str] = frozenset()
-    """Releases with a forced sync pending (``--force``, a manual materialization)."""
-    observe_first: bool = True
-    """Refresh health before deciding (``--no-observe``: left to ``observe``)."""
-    shard: frozenset[str] | None = None
-    """Only these Releases: one part of a tick run by several processes."""
-    orphan: bool = False
-    """End the named removed Releases as Orphaned, sending nothing (``--orphan``)."""
-    allow_deletions: bool = False
-    """Let the mass-deletion guard's deletions through (``--allow-deletions``)."""
-
-
-@dataclass
-class TickReport:
-    handled: list[Handled] = field(default_factory=list)
-    skipped: dict[str, str] = field(default_factory=dict)
-    """Releases not reconciled, with why (not due, busy)."""
-    push_warning: str | None = None
-    commit_error: str | None = None
-    """Why the status commits of the tick were not written (they are on a later tick)."""
-    set_warnings: list[str] = field(default_factory=list)
-    """One line per ReleaseSet whose members cannot be told (GenerationFailed) and per
-    member refused for a name another Release holds."""
-    collectable: bool = True
-    """Every render of the tick is stored and its statuses are in git, so the render
-    garbage collection may read them (a shard's report says so of its part)."""
-
-    @property
-    def errored(self) -> bool:
-        return self.commit_error is not None or any(h.outcome.is_error for h in self.handled)
 
 
 def observe_release(
@@ -131,93 +82,6 @@ def observe_release(
         log.warning("%s: not observed: %s", release.name, exc)
         return inventory
     return observed
-
-
-def is_due(
-    tick: Tick, entry: ReleaseEntry, inventory: ReleaseInventory | None, full: bool
-) -> Sequence[DueReason]:
-    release = entry.release
-    if release is None:
-        return [DueReason.INVALID_RELEASE]
-    status = tick.status(release.name)
-    try:
-        force = pending_force_sync(tick, release, status) is not None
-    except InvalidRelease:
-        return [DueReason.INVALID_FORCE_SYNC]
-    return due_reasons(
-        release,
-        status,
-        tick.stores.ticks.load(release.name),
-        health=health_snapshot(inventory) if inventory is not None else None,
-        release_blob=entry.blob,
-        source_revision=source_revision(tick, entry),
-        force_pending=force,
-        full_resync=full,
-        now=tick.now,
-        window_opened=window_opened(tick, release, status),
-        dependency_changed=dependency_changed(tick, release, status),
-        flight_changed=flight_changed(tick, release, status),
-        measurement_at=next_measurement(tick, release, status),
-    )
-
-
-def dependency_changed(tick: Tick, release: Release, status: ReleaseStatus) -> bool:
-    """The Release's render waits for a dependency whose status was written since the
-    Release was last reconciled."""
-    attempt = status.last_attempted
-    if attempt is None or attempt.reason != Reason.WAITING_FOR_DEPENDENCY:
-        return False
-    last = tick.stores.ticks.load(release.name).last_reconcile_at
-    for dependency in release.spec.depends_on:
-        written = written_at(tick.status(dependency.name))
-        if last is None or (written is not None and written > last):
-            return True
-    return False
-
-
-def flight_changed(tick: Tick, release: Release, status: ReleaseStatus) -> bool:
-    """The Release's render waits for ``maxInFlight`` (a ReleaseSet member), and another
-    member of its set had its status written since the Release was last reconciled."""
-    attempt = status.last_attempted
-    if attempt is None or attempt.reason != Reason.WAITING_FOR_MAX_IN_FLIGHT:
-        return False
-    entry = tick.snapshot.sets.get(tick.snapshot.set_of(release.name) or "")
-    last = tick.stores.ticks.load(release.name).last_reconcile_at
-    for member in entry.members if entry is not None else ():
-        written = written_at(tick.status(member))
-        if member != release.name and (last is None or (written and written > last)):
-            return True
-    return False
-
-
-def dependency_graph(tick: Tick) -> dict[str, list[str]]:
-    """Each valid Release's dependencies (only those that have some)."""
-    return {
-        name: [d.name for d in entry.release.spec.depends_on]
-        for name, entry in tick.snapshot.releases.items()
-        if entry.release is not None and entry.release.spec.depends_on
-    }
-
-
-def window_opened(tick: Tick, release: Release, status: ReleaseStatus) -> bool:
-    """A closed sync window held the Release's render and is open now (a window that
-    does not parse: due, so that its reconcile reports it)."""
-    attempt = status.last_attempted
-    if attempt is None or attempt.reason != Reason.WAITING_FOR_SYNC_WINDOW:
-        return False
-    cluster = tick.snapshot.clusters.get(release.spec.cluster)
-    if cluster is None:
-        return True
-    try:
-        return window_state(windows_of(release, cluster), tick.now).open
-    except InvalidSyncWindow:
-        return True
-
-
-def progressing(tick: Tick, entry: ReleaseEntry) -> bool:
-    """Whether the Release's rollout is Progressing (its health can wake it up)."""
-    rollout = tick.status(entry.name).rollout
-    return rollout is not None and rollout.state == RolloutState.PROGRESSING
 
 
 def select(tick: Tick, names: Sequence[str]) -> list[ReleaseEntry]:
@@ -430,7 +294,7 @@ decision would be made from the status this tick read, which is no longer HEAD's
 def _handle_locked(tick: Tick, entry: ReleaseEntry) -> "Handled | str":
     try:
         with tick.stores.locks.release(entry.name):
-            with tick.lock:  # the status store's repository is not shared across threads
+            with tick.shared.lock:  # the status store's repository is not shared across threads
                 raced = tick.status_store.committed_since_opened(entry.name)
             if raced:
                 return RACED
@@ -544,164 +408,11 @@ def _run_tick(
         forget_retired(tick, report.handled if remote_url() is None else ())
     if options.shard is None and not options.names:
         remember_head(tick)
-    unstored = _unstored(tick.stores.writer.drain())  # renders on disk before the GC looks
+    unstored = any_unstored(tick.stores.writer.drain())  # renders on disk before the GC looks
     report.collectable = in_git and not unstored
     if options.shard is None:
-        report.push_warning = _finish(tick, report, clone)
+        report.push_warning = finish_run(tick, report, clone)
     if notifier is not None:  # the events of the status commits, now they have landed
         notifier.deliver()
     tick.close()
     return report
-
-
-def set_warnings(tick: Tick) -> list[str]:
-    """The ReleaseSet lines of the tick's snapshot (see :attr:`TickReport.set_warnings`)."""
-    lines = []
-    for name, entry in tick.snapshot.sets.items():
-        if entry.failed is not None:
-            line = f"{name}: GenerationFailed: {entry.failed}; no member is removed"
-            if entry.frozen_at is not None:
-                line += (
-                    f", those it cannot generate now sync as {entry.frozen_at[:12]} generated them"
-                )
-            lines.append(line)
-        lines.extend(entry.refused)
-    return lines
-
-
-def _unstored(failed: Sequence[tuple[Path, OSError]]) -> bool:
-    """Report the background writes that failed and no Release settled (each Release
-    settles its own render: none should be left); whether there were any."""
-    for path, exc in failed:
-        log.warning("not stored (made again when needed): %s", os_problem(path, exc))
-    return bool(failed)
-
-
-def notification_facts(tick: Tick) -> TickFacts:
-    """What the tick's notifications read of it (the Alerts' selectors: each Release's
-    Cluster and labels at the commit the tick starts from; a removed Release's from its
-    last committed version)."""
-    releases = {
-        name: ReleaseFacts(name, entry.release.spec.cluster, entry.release.metadata.labels)
-        for name, entry in tick.snapshot.releases.items()
-        if entry.release is not None
-    }
-    for name in gone_names(tick):  # a removed Release, as its last committed version said
-        version = tick.repo.last_version(name, tick.snapshot.commit)
-        if version is not None and version.release is not None:
-            spec, meta = version.release.spec, version.release.metadata
-            releases[name] = ReleaseFacts(name, spec.cluster, meta.labels)
-    return TickFacts(
-        repo=tick.repo.repo,
-        start=tick.snapshot.commit,
-        state_dir=tick.stores.state_dir,
-        locks=tick.stores.locks,
-        now=tick.now,
-        releases=releases,
-        cache=tick.cache("repo"),
-    )
-
-
-def _finish(tick: Tick, report: TickReport, clone: Clone | None = None) -> str | None:
-    """The end of a tick (of one process, or of every shard once all are done), once its
-    statuses are committed: the render garbage collection (when a render was stored and
-    the report is collectable) and the push (when a status was committed; in a clone,
-    when it holds commits the remote lacks); the push's warning."""
-    handled = {h.name for h in report.handled}
-    persisted = report.collectable and any(h.outcome.persisted for h in report.handled)
-    committed = any(h.commit for h in report.handled)
-    # A status file that could not be read may refer to renders nobody else knows of
-    # (its last healthy one): no garbage collection until it is readable or rewritten.
-    unknown = tick.status_store.unreadable - handled
-    if persisted and not unknown:
-        tick.stores.renders.gc(referenced_renders(tick))
-    if clone is None:
-        return tick.status_store.push().warning if committed else None
-    return _push_clone(tick, clone)
-
-
-def _push_clone(tick: Tick, clone: Clone) -> str | None:
-    """Push what the clone holds that the remote lacks (kept in the state directory when
-    the push fails), then drop the records of what is kept; the push's warning."""
-    warning, kept = finish_clone(tick.status_store.pusher, clone)
-    if kept:
-        _drop_kept_records(tick)
-    return warning
-
-
-def _drop_kept_records(tick: Tick, only: Set[str] | None = None) -> None:
-    """Remove the write-ahead records whose status HEAD holds, once a clone's commits are
-    kept (pushed, or in the state directory's bundle): the clone itself may not outlive
-    the run. ``only``: these Releases' records (a shard's, while other shards run)."""
-    intents = tick.stores.intents
-    for name in intents.names():
-        if only is not None and name not in only:
-            continue
-        intent = intents.load(name)
-        if intent is not None and tick.status_store.load(name) == intent.status:
-            intents.clear(name)
-
-
-def finish_tick(
-    repo: Path, state_dir: Path, now: datetime, report: TickReport, clone: Clone | None = None
-) -> str | None:
-    """:func:`_finish` for a tick whose parts ran as shards, once all are done (the
-    statuses read again: the shards committed them)."""
-    tick = Tick.open(repo, state_dir, now)
-    try:
-        return _finish(tick, report, clone)
-    finally:
-        tick.close()
-
-
-def push_kept(repo: Path, state_dir: Path, now: datetime, clone: Clone) -> str | None:
-    """Push what a clone holds that the remote lacks, keeping it when the push fails, with
-    no garbage collection (the start of a tick whose shards run apart, before they fetch);
-    the push's warning."""
-    tick = Tick.open(repo, state_dir, now)
-    try:
-        return _push_clone(tick, clone)
-    finally:
-        tick.close()
-
-
-def finish_shard(
-    repo: Path, state_dir: Path, now: datetime, names: Set[str], clone: Clone
-) -> str | None:
-    """The end of a shard run apart in a clone of its own: its commits pushed with those
-    the state directory kept (:func:`convoy_batch.repo.clone.push_apart`), and the
-    records of its Releases (``names``) dropped once they are kept; the push's warning."""
-    tick = Tick.open(repo, state_dir, now)
-    try:
-        warning, kept = push_apart(tick.status_store.pusher, clone)
-        if kept:
-            _drop_kept_records(tick, names)
-        return warning
-    finally:
-        tick.close()
-
-
-def referenced_renders(tick: Tick) -> set[str]:
-    """Every renderRef a status file or a write-ahead record refers to (rollout,
-    attempts, history; the record's step)."""
-    statuses = list(tick.statuses().values())
-    refs: set[str] = set()
-    for name in tick.stores.intents.names():
-        intent = tick.stores.intents.load(name)
-        if intent is not None:
-            statuses.append(intent.status)
-            refs.add(intent.step.render_ref)
-    for status in statuses:
-        refs.update(status_renders(status))
-    return refs
-
-
-def status_renders(status: ReleaseStatus) -> set[str]:
-    """The renderRefs one status refers to."""
-    records = [status.last_successful, status.last_healthy, *status.history]
-    refs = {r.render_ref for r in records if r is not None}
-    if status.rollout is not None:
-        refs.add(status.rollout.render_ref)
-    if status.last_attempted is not None and status.last_attempted.render_ref:
-        refs.add(status.last_attempted.render_ref)
-    return refs

@@ -3,7 +3,7 @@
 A tick of a fleet is CPU work in Python (parsing, rendering, comparing), which one process
 does on one core. A sharded tick splits it by Cluster in three steps, which
 :func:`run_sharded` (``reconcile --jobs``) runs in one process and its worker processes,
-and the Dagster job ``convoy_sharded_tick`` as ops (:mod:`convoy_batch.sharded`):
+and the Dagster job ``convoy_sharded_tick`` as ops (:mod:`convoy_batch.defs.sharded`):
 
 - :func:`plan_tick`: the removed Releases retired, what is due found once, and the
   Clusters of each cluster wave dealt into at most ``jobs`` shards (:class:`Plan`, plain
@@ -35,18 +35,14 @@ from convoy_batch.engine.retire import forget_retired, remember_head
 from convoy_batch.engine.setstatus import record_sets
 from convoy_batch.engine.tick import Tick
 from convoy_batch.notify import Notifier
-from convoy_batch.repo.clone import Clone, remote_url, shard_clone, tick_clone
+from convoy_batch.status.remote import Clone, remote_url, shard_clone, tick_clone
+from convoy_batch.ticks.finish import finish_shard, finish_tick, notification_facts, push_kept
+from convoy_batch.ticks.options import TickOptions, TickReport
 from convoy_batch.ticks.runner import (
-    TickOptions,
-    TickReport,
     by_cluster_wave,
     cluster_of,
     collections_paused,
     due_entries,
-    finish_shard,
-    finish_tick,
-    notification_facts,
-    push_kept,
     retirements,
     run_with,
     select,

@@ -18,11 +18,12 @@ from pathlib import Path
 from convoy_batch.engine.tick import Tick, default_state_dir
 from convoy_batch.models import ReleaseInventory, Rollout, TickRecord
 from convoy_batch.notify.outbox import Outbox
-from convoy_batch.repo.clone import BUNDLE, fetch_for_reading, remote_url
 from convoy_batch.repo.gitops import GitOpsRepo, ReleaseEntry
 from convoy_batch.rollout.due import DueReason, health_snapshot
 from convoy_batch.state.locks import LockBusy
-from convoy_batch.ticks.runner import is_due, observe_release, progressing
+from convoy_batch.status.remote import BUNDLE, fetch_for_reading, remote_url
+from convoy_batch.ticks.due import is_due, progressing
+from convoy_batch.ticks.runner import observe_release
 
 
 @dataclass(frozen=True)
@@ -67,14 +68,14 @@ KEYS: Mapping[DueReason, Callable[[_Seen], str | None]] = {
 """One key per wake-up cause: the same cause keeps the same key until reconciled."""
 
 WAKE_REASONS = frozenset(KEYS)
-"""Reasons of :func:`convoy_batch.ticks.runner.is_due` that wake a Release between ticks;
+"""Reasons of :func:`convoy_batch.ticks.due.is_due` that wake a Release between ticks;
 the interval is the schedule's business."""
 
 
 def release_names(repo: Path) -> list[str]:
     """The Releases in ``releases/`` at HEAD, valid or not, and the removed ones whose
     status file is still there (their retirement waits): one partition each. A clone of
-    the remote is fetched first (:mod:`convoy_batch.repo.clone`)."""
+    the remote is fetched first (:mod:`convoy_batch.status.remote`)."""
     if remote_url() is not None:
         fetch_for_reading(repo, default_state_dir(repo))
     gitops = GitOpsRepo(repo)
@@ -117,7 +118,7 @@ def wake_keys(repo: Path, state_dir: Path, now: datetime) -> dict[str, set[str]]
 def work_waiting(repo: Path, state_dir: Path, now: datetime) -> list[str]:
     """What a tick of the due Releases would do now, one phrase each, in this order (empty:
     nothing, and the tick schedule launches no run): each due Release with its reasons
-    (:func:`~convoy_batch.ticks.runner.is_due`; a change of health is the wake-up
+    (:func:`~convoy_batch.ticks.due.is_due`; a change of health is the wake-up
     sensor's), each Release a killed tick left a write-ahead record for, each removed
     Release whose retirement waits, the notifications due for another attempt, and, from
     a clone, status commits a failed push left to push. A clone of the remote is fetched

@@ -19,10 +19,12 @@ quick file (``PYTEST_ADDOPTS``), since the suite holds this test.
 
 Before the first ``make run`` is stopped (it runs beside most commands), what it did on
 its own meanwhile is checked (:func:`check_unattended`): the schedule evaluated, the
-status history, the example's notifications. Starts ``dagster dev`` twice (about 20 s
-each with its first tick: once per ``make run`` the README shows) and runs ``make
-test``'s lint once: about a minute and a half. Its name holds ``dagster_dev``, so
-``-k 'not dagster_dev'`` leaves it out.
+status history, the example's notifications. No command prints a warning of Dagster's
+(:func:`~tests.support.dagster_dev.dagster_warnings`: a superseded, deprecated, preview
+or beta API; ``make run``'s whole output, read once it is stopped, included). Starts
+``dg dev`` twice (about 20 s each with its first tick: once per ``make run`` the README
+shows) and runs ``make test``'s lint once: about a minute and a half. Its name holds
+``dagster_dev``, so ``-k 'not dagster_dev'`` leaves it out.
 """
 
 import importlib.util
@@ -41,6 +43,7 @@ import pytest
 from convoy_batch.definitions import NOTHING_WAITING
 from convoy_batch.ticks.wakeups import release_names
 from tests.support.dagster_dev import (
+    dagster_warnings,
     get,
     notified,
     schedule_ticks,
@@ -224,7 +227,7 @@ def start_example(command: str, project: Path, env: dict[str, str], log: Path) -
 
 
 def check_unattended(example: Example, project: Path) -> None:
-    """What ``make run``'s ``dagster dev`` did on its own meanwhile: the ``convoy_tick``
+    """What ``make run``'s ``dg dev`` did on its own meanwhile: the ``convoy_tick``
     schedule was evaluated (a run, or a skip that says nothing waits: the example's
     Releases are due every 5 minutes, and the wake-up sensor may have reconciled the new
     ones first), web's first rollout is in the status history, and the example's Alert
@@ -241,6 +244,18 @@ def check_unattended(example: Example, project: Path) -> None:
     told = wait_for("a notification", lambda: notified(repo.parent), 60, log)
     assert any(line.split(" ", 1)[1].startswith("web (staging): none -> Progressing")
                for line in told), told  # fmt: skip
+
+
+def check_quiet(command: str, output: str) -> None:
+    """The output of a command holds no warning of Dagster's."""
+    warned = dagster_warnings(output)
+    assert not warned, f"{command} printed Dagster's warnings:\n" + "\n".join(warned)
+
+
+def stop_example(example: Example) -> None:
+    """Stop ``make run`` (Ctrl-C); then its whole output holds no warning of Dagster's."""
+    stop_group(example.process)
+    check_quiet(example.command, example.log.read_text(errors="replace"))
 
 
 def check_banner(example: Example, audit_trail: str) -> None:
@@ -372,7 +387,7 @@ def test_the_banner_prints_the_readme_audit_trail_command(
 
 
 @pytest.fixture
-@needs("dagster")  # make run: dagster dev
+@needs("dagster")  # make run: dg dev
 def project(tmp_path: Path) -> Iterator[Path]:
     yield fresh_copy(tmp_path / "project")
 
@@ -383,7 +398,7 @@ def test_readme_commands_run_as_written_beside_dagster_dev(project: Path, tmp_pa
     audit_trail = audit_trail_command(commands)
     stamp = subprocess.run(["make", "--question", ".venv/.installed"], cwd=project, env=env)
     assert stamp.returncode == 0, "make would install into the shared virtualenv"
-    example: Example | None = None
+    example: Example | None = None  # the one running
     checked = False  # check_unattended: on the first example, which runs the longest
     try:
         for number, command in enumerate(commands):
@@ -392,16 +407,21 @@ def test_readme_commands_run_as_written_beside_dagster_dev(project: Path, tmp_pa
                     if not checked:
                         check_unattended(example, project)
                         checked = True
-                    stop_group(example.process)
+                    stopping, example = example, None
+                    stop_example(stopping)
                 log = tmp_path / f"example-{number}.log"
                 example = start_example(command, project, env, log)
                 check_banner(example, audit_trail)
                 continue
             check = check_for(command, project)
-            check(run(command, project, env))
+            output = run(command, project, env)
+            check_quiet(command, output)
+            check(output)
         assert example is not None, "no README command starts the example"
         if not checked:
             check_unattended(example, project)
+        stopping, example = example, None
+        stop_example(stopping)
     finally:
         if example:
             stop_group(example.process)

@@ -1,1 +1,1 @@
-"""The Dagster layer: definitions, instances, dagster dev and the UI."""
+"""The Dagster layer: definitions, instances, dg dev and dg launch, the UI."""

@@ -26,7 +26,7 @@ from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage
 from convoy_batch import assets
 from convoy_batch.assets import RELEASE_KEY, ConvoyResource, tick_job, tick_run_config
 from convoy_batch.ticks import shards
-from convoy_batch.ticks.runner import TickReport
+from convoy_batch.ticks.options import TickReport
 from convoy_batch.timefmt import format_time
 from tests.engine.test_shards import fleet
 from tests.support.gitfixtures import status_commits

@@ -11,7 +11,7 @@ import dagster as dg
 import pytest
 
 from convoy_batch.assets import ConvoyResource
-from convoy_batch.sharded import JOB, sharded_run_config, sharded_tick_job, shared_io_manager
+from convoy_batch.defs.sharded import JOB, sharded_run_config, sharded_tick_job, shared_io_manager
 from convoy_batch.timefmt import format_time
 from tests.dagster.test_dagster_postgres import (
     _quiet_beta_warnings,

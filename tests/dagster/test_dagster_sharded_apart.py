@@ -10,8 +10,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from convoy_batch.repo.clone import BUNDLE, URL_ENV
-from convoy_batch.sharded import IO_DIR_ENV
+from convoy_batch.defs.sharded import IO_DIR_ENV
+from convoy_batch.status.remote import BUNDLE, URL_ENV
 from tests.dagster.test_dagster_sharded import (
     WAVES,
     _quiet_beta_warnings,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from convoy_batch.cli import main
-from convoy_batch.repo import clone
 from convoy_batch.state.locks import Locks
+from convoy_batch.status import remote as clone
 from convoy_batch.ticks.wakeups import release_names, wake_keys
 from convoy_batch.timefmt import format_time
 from tests.support.scenario import PROJECT, T0, Result, Scenario

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from convoy_batch.engine.tick import make_deployer
+from convoy_batch.deployers.factory import make_deployer
 from convoy_batch.ticks.runner import run_tick
 from tests.support.scenario import T0, Scenario
 

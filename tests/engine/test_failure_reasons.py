@@ -28,12 +28,13 @@ from pathlib import Path
 import pytest
 
 from convoy_batch.deployers.base import Deployer
-from convoy_batch.engine.tick import make_deployer
+from convoy_batch.deployers.factory import make_deployer
 from convoy_batch.models import Cluster, ObjectKey
 from convoy_batch.reasons import ERROR_REASONS
 from convoy_batch.state.caches import ParseCache
 from convoy_batch.store import InventoryStore, RenderStore
-from convoy_batch.ticks.runner import TickReport, run_tick
+from convoy_batch.ticks.options import TickReport
+from convoy_batch.ticks.runner import run_tick
 from convoy_batch.timefmt import format_time
 from tests.support.fakes import FailingDeployer
 from tests.support.scenario import T0, Result, Scenario, release_yaml

@@ -8,13 +8,13 @@ import pytest
 import yaml
 
 from convoy_batch.deployers.directory import DirectoryDeployer
+from convoy_batch.deployers.factory import make_deployer
 from convoy_batch.deployers.simulated import (
     ANNOTATION_SIMULATE,
     SimulatedDeployer,
     finished_status,
     started_status,
 )
-from convoy_batch.engine.tick import make_deployer
 from convoy_batch.health import builtin as health
 from convoy_batch.models import Cluster, HealthState, ObjectKey, SimulatedController
 from convoy_batch.ticks.runner import run_tick

@@ -13,7 +13,7 @@ from dagster_k8s.job import DagsterK8sJobConfig, construct_dagster_k8s_job, get_
 from kubernetes.client.rest import ApiException
 
 from convoy_batch.definitions import build_definitions
-from convoy_batch.sharded import IO_DIR_ENV, JOB, sharded_run_config, sharded_tick_job
+from convoy_batch.defs.sharded import IO_DIR_ENV, JOB, sharded_run_config, sharded_tick_job
 from tests.dagster.test_dagster_postgres import _quiet_beta_warnings
 from tests.k8s.deploy_env import DAEMON_ENV, launcher_config
 from tests.k8s.testenv import KubeEnv

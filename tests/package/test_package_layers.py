@@ -20,24 +20,17 @@ README = PACKAGE_DIR.parent / "README.md"
 
 LAYERS: list[set[str]] = [
     {"cli", "definitions"},
-    {"sharded"},
-    {"assets"},
-    {"views"},
+    {"defs"},
+    {"assets", "views"},
     {"ticks"},
     {"reconcile"},
-    {"engine"},
-    {"metrics"},
-    {"notify"},
-    {"renderers"},
-    {"health"},
-    {"deployers"},
-    {"repo"},
-    {"status"},
-    {"store"},
+    {"engine", "notify"},
+    {"metrics", "renderers", "health", "status"},
+    {"deployers", "repo", "store"},
     {"state"},
     {"rollout", "manifests"},
     {"models", "errors"},
-    {"kinds", "names", "timefmt", "reasons"},
+    {"kinds", "names", "timefmt", "reasons", "httpclient"},
 ]
 """Top floor first. Units of one floor do not import each other."""
 FLOOR = {unit: index for index, floor in enumerate(LAYERS) for unit in floor}

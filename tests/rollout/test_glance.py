@@ -10,7 +10,7 @@ from convoy_batch.models import Attempt, ReleaseStatus, Rollout, RolloutState
 from convoy_batch.reasons import ERROR_REASONS, Reason
 from convoy_batch.rollout.glance import Glance, alarm, glance, headline
 from convoy_batch.rollout.status import Outcome
-from convoy_batch.ticks.runner import TickReport
+from convoy_batch.ticks.options import TickReport
 from tests.support.scenario import T0
 
 

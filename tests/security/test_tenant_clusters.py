@@ -606,12 +606,8 @@ BUILDERS = {
     "deployer_factory",
 }
 BUILT_IN = {
-    "engine/tick.py": {
-        "DirectoryDeployer",
-        "SimulatedDeployer",
-        "from_cluster",
-        "deployer_factory",
-    },
+    "engine/tick.py": {"deployer_factory"},
+    "deployers/factory.py": {"DirectoryDeployer", "SimulatedDeployer", "from_cluster"},
     "deployers/kubernetes.py": {"KubeApi", "load_configuration", "KubernetesDeployer"},
 }
 

@@ -1,12 +1,14 @@
-"""What the tests of a Dagster process share (``make run``'s ``dagster dev``, the UI's
-webserver): bounded waits, the UI's GraphQL and ``/server_info``, the example
+"""What the tests of a Dagster process share (``make run``'s ``dg dev``, the UI's
+webserver, ``dg launch``): bounded waits, the UI's GraphQL and ``/server_info``, the example
 repository's status commits, the ``convoy_tick`` schedule's evaluations, the example
-receiver's log, and stopping a process group as Ctrl-C does.
+receiver's log, stopping a process group as Ctrl-C does, and Dagster's warnings in a
+process's output.
 """
 
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -23,6 +25,13 @@ SCHEDULE_TICKS = """
   scheduleState { ticks(limit: 5) { status skipReason runIds } } } } } } }
 """
 """The ``convoy_tick`` schedule's evaluations, as **Automation > convoy_tick** lists them."""
+DAGSTER_WARNING = re.compile(
+    r"\b(?:Supersession|Deprecation|Preview|Beta)Warning\b"
+    r"|virtual environment does not match the virtual environment found in the project"
+)
+"""A line of a warning that Dagster prints: a Python warning of a superseded, deprecated,
+preview or beta API (``SupersessionWarning: Function `dev_command` is superseded ... Use
+'dg dev' instead.``), or ``dg``'s that the project's virtualenv is not the active one."""
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float, log: Path) -> T:
@@ -34,7 +43,7 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float, log: Path
             return found
         time.sleep(1)
     tail = log.read_text(errors="replace")[-3000:]
-    raise AssertionError(f"no {what} within {timeout:.0f}s; dagster dev output ends:\n{tail}")
+    raise AssertionError(f"no {what} within {timeout:.0f}s; the output ends:\n{tail}")
 
 
 def gone(pgid: int) -> bool:
@@ -47,7 +56,7 @@ def gone(pgid: int) -> bool:
 
 def stop_group(process: subprocess.Popen[bytes]) -> None:
     """Interrupt the whole process group as Ctrl-C does; then terminate stragglers (the
-    code server outlives dagster dev until its heartbeat times out); kill what is left."""
+    code server outlives ``dg dev`` until its heartbeat times out); kill what is left."""
     pgid = process.pid
     os.killpg(pgid, signal.SIGINT)
     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -105,3 +114,8 @@ def notified(state: Path) -> list[str] | None:
     path = state / "notifications.log"
     lines = path.read_text().splitlines() if path.exists() else []
     return lines or None
+
+
+def dagster_warnings(output: str) -> list[str]:
+    """The lines of a process's output that are Dagster's warnings (:data:`DAGSTER_WARNING`)."""
+    return [line for line in output.splitlines() if DAGSTER_WARNING.search(line)]

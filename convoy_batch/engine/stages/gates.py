@@ -177,17 +177,17 @@ def max_in_flight_gate(
     peers = [m for m in entry.members if m != release.name and _wave_of(tick, m) == wave]
     limit = entry.release_set.spec.max_in_flight
     allowed = in_flight_limit(limit, len(peers) + 1)
-    with tick.lock:
-        started = tick.flights.setdefault(set_name, set())
-        flying = sorted(m for m in peers if m in started or _in_flight(tick.status(m)))
-        if len(flying) >= allowed:
-            return _stop(
-                Reason.WAITING_FOR_MAX_IN_FLIGHT,
-                f"ReleaseSet {set_name}: {len(flying)} of {len(peers) + 1} members of "
-                f"cluster wave {wave} not yet Succeeded (maxInFlight {limit}): "
-                + ", ".join(flying),
-            )
-        started.add(release.name)
+
+    def flying(started: set[str]) -> list[str]:
+        return sorted(m for m in peers if m in started or _in_flight(tick.status(m)))
+
+    found = tick.shared.take_flight(set_name, release.name, flying, allowed)
+    if found:
+        return _stop(
+            Reason.WAITING_FOR_MAX_IN_FLIGHT,
+            f"ReleaseSet {set_name}: {len(found)} of {len(peers) + 1} members of "
+            f"cluster wave {wave} not yet Succeeded (maxInFlight {limit}): " + ", ".join(found),
+        )
     return None
 
 

@@ -11,8 +11,8 @@ import json
 from convoy_batch.deployers.base import Capabilities, Describes
 from convoy_batch.engine.tick import Tick
 from convoy_batch.errors import ClusterNotFound, RenderFailed
-from convoy_batch.models import Cluster, CommandRender, HelmRender, Release, key_of
-from convoy_batch.renderers import render_inputs, render_release, source_revision
+from convoy_batch.models import Cluster, Release, key_of
+from convoy_batch.renderers import render_inputs, render_release, renderer_of, source_revision
 from convoy_batch.renderers.pipeline import Render, Rendered, load_render
 
 
@@ -32,9 +32,9 @@ def resolve_cluster(tick: Tick, release: Release) -> Cluster:
 def capabilities(tick: Tick, release: Release, cluster: Cluster) -> Capabilities | None:
     """What a Helm render on a Kubernetes Cluster is told of its server (version, API
     versions), read by the tick's deployer of the Cluster once per tick
-    (ClusterUnavailable when it cannot be); None for another renderer or a directory
-    cluster."""
-    if cluster.spec.kubernetes is None or not isinstance(release.spec.source.render, HelmRender):
+    (ClusterUnavailable when it cannot be); None for a renderer that does not read it
+    (``reads_server``) or a directory cluster."""
+    if cluster.spec.kubernetes is None or not renderer_of(release).reads_server:
         return None
     deployer = tick.deployer(cluster)
     return deployer.capabilities() if isinstance(deployer, Describes) else None
@@ -61,8 +61,7 @@ def stage_render(tick: Tick, release: Release) -> Rendered:
     Once a tick: a second call returns the first one's render (the snapshot is fixed)
     while the tick holds it (:meth:`Tick.let_go`); after that its tick record names that
     render, which a call reloads from the render store."""
-    with tick.lock:
-        done = tick.rendered.get(release.name)
+    done = tick.shared.render_of(release.name)
     if done is not None:
         return done
     cluster = resolve_cluster(tick, release)
@@ -82,8 +81,7 @@ def stage_render(tick: Tick, release: Release) -> Rendered:
             _check_stable(release, made, _render(tick, release, cluster, server))
     tick.owners().note_render(release.name, (o.key for o in made.objects))
     rendered = Rendered(cluster=cluster, render=made, key=key)
-    with tick.lock:
-        tick.rendered[release.name] = rendered
+    tick.shared.keep_render(release.name, rendered)
     return rendered
 
 
@@ -100,7 +98,7 @@ def _may_vary(release: Release) -> bool:
     """A renderer whose templates may call random functions (Helm's ``randAlphaNum``, a
     Command's program); Plain, Kustomize and Jsonnet give the same output for the same
     input by construction."""
-    return isinstance(release.spec.source.render, (HelmRender, CommandRender))
+    return renderer_of(release).may_vary
 
 
 def _check_stable(release: Release, first: Render, second: Render) -> None:
@@ -117,11 +115,9 @@ def _check_stable(release: Release, first: Render, second: Render) -> None:
     named = ", ".join(differing[:MAX_NAMED])
     if len(differing) > MAX_NAMED:
         named += f" and {len(differing) - MAX_NAMED} more"
-    spec = release.spec.source
-    chart = spec.render.chart if isinstance(spec.render, HelmRender) else None
-    of = f"chart {chart!r}" if chart else f"source.path {spec.path!r}"
+    of = renderer_of(release).subject(release)
     raise RenderFailed(
-        f"{spec.render.type} render of {of} differs from one run to the "
+        f"{release.spec.source.render.type} render of {of} differs from one run to the "
         f"next (random values: set them in the values): {named}"
     )
 

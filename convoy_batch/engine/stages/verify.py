@@ -5,15 +5,15 @@ for the plan and the status. Does I/O (the providers, the state directory)."""
 
 import logging
 from datetime import datetime
+from functools import partial
 
+from convoy_batch.deployers.base import Deployer
 from convoy_batch.engine.tick import Tick
-from convoy_batch.errors import ConvoyError, StateFailed
-from convoy_batch.metrics.job import job_of, measure_job
-from convoy_batch.metrics.judge import Context, measure
-from convoy_batch.metrics.web import MetricError
+from convoy_batch.errors import StateFailed
+from convoy_batch.metrics.base import Context, MetricError
+from convoy_batch.metrics.providers import measure
 from convoy_batch.models import (
     AnalysisPhase,
-    JobMetric,
     Release,
     ReleaseInventory,
     ReleaseStatus,
@@ -23,8 +23,6 @@ from convoy_batch.models import (
 )
 from convoy_batch.renderers.pipeline import variables_for
 from convoy_batch.rollout.analysis import (
-    Judged,
-    Measurement,
     Verified,
     in_error,
     next_due,
@@ -72,11 +70,7 @@ def take_measurements(
             due = next_due(analysis, record.of(analysis.name), record.started_at, polled)
             if due is None or tick.now < due:
                 continue
-            context = _context(tick, release, status, ref)
-            if analysis.provider.job is not None:
-                made = _job(tick, release, analysis.provider.job, context, ref)
-            else:
-                made = measure(analysis, tick.now, context)
+            made = measure(analysis, tick.now, _context(tick, release, status, ref))
             if made is None:  # its Job runs: look again an interval later
                 record = polling(record, analysis.name, tick.now)
             else:
@@ -88,29 +82,29 @@ def take_measurements(
 
 def _context(tick: Tick, release: Release, status: ReleaseStatus, ref: str) -> Context:
     """The Release's variables (its Cluster's too, when it is known) and the render's
-    ``revision`` and ``renderRef``, for a provider's query."""
+    ``revision`` and ``renderRef``, for a provider's query; the Release's source files
+    and its Cluster's deployer, through the tick."""
     cluster = tick.snapshot.clusters.get(release.spec.cluster)
     variables = dict(variables_for(release, cluster)) if cluster is not None else {}
     records = [r for r in (status.last_successful, *status.history) if r is not None]
     revision = next((r.revision for r in records if r.render_ref == ref and r.revision), "")
     variables.update(revision=revision, renderRef=ref)
-    return Context(variables, tick.stores.state_dir, release.file, release.name)
+    return Context(
+        release=release,
+        ref=ref,
+        variables=variables,
+        state_dir=tick.stores.state_dir,
+        source_file=partial(tick.sources.file_text, release),
+        deployer=partial(_deployer, tick, release),
+    )
 
 
-def _job(
-    tick: Tick, release: Release, metric: JobMetric, context: Context, ref: str
-) -> Measurement | None:
-    """A ``job`` analysis's look at its Job (applied when it is not there)."""
-    try:
-        text = tick.sources.file_text(release, metric.manifest)
-        job = job_of(metric, text, context.variables, release, ref)
-        cluster = tick.snapshot.clusters.get(release.spec.cluster)
-        if cluster is None:
-            raise MetricError(f"clusters/{release.spec.cluster}.yaml: no such Cluster")
-        deployer = tick.deployer(cluster)
-    except (MetricError, ConvoyError) as exc:
-        return Measurement(tick.now, Judged.ERROR, None, str(exc))
-    return measure_job(deployer, job, tick.now)
+def _deployer(tick: Tick, release: Release) -> Deployer:
+    """The tick's deployer of the Release's Cluster (MetricError: there is none)."""
+    cluster = tick.snapshot.clusters.get(release.spec.cluster)
+    if cluster is None:
+        raise MetricError(f"clusters/{release.spec.cluster}.yaml: no such Cluster")
+    return tick.deployer(cluster)
 
 
 def _kept(

@@ -36,7 +36,7 @@ from convoy_batch.assets import (
     restore_limit,
     restore_tracebacks,
 )
-from convoy_batch.ticks.runner import TickOptions, TickReport
+from convoy_batch.ticks.options import TickOptions, TickReport
 from convoy_batch.ticks.shards import Part, Plan, end_sharded, run_apart, start_sharded
 
 JOB = "convoy_sharded_tick"
