@@ -99,15 +99,33 @@ S = TypeVar("S")
 """A renderer's spec type (``render``'s model)."""
 
 
-class Exported(ABC, Generic[S]):
+class FromPath:
+    """What a renderer of the files under ``source.path`` is by default: its revision is
+    the last commit that changed them, and a message names the path."""
+
+    may_vary = False
+    reads_server = False
+
+    def revision(self, release: Release, sources: SourceResolver, charts: ChartResolver) -> str:
+        """The last commit that changed ``source.path``."""
+        return sources.revision(release)
+
+    def watched_revision(
+        self, release: Release, sources: SourceResolver, charts: ChartResolver
+    ) -> str:
+        return self.revision(release, sources, charts)
+
+    def subject(self, release: Release) -> str:
+        return source_path(release)
+
+
+class Exported(FromPath, ABC, Generic[S]):
     """A renderer that runs a tool in a fresh export of the source's commit (files
     written from git objects, never the working tree): the tick's shared export, which
     it only reads, or one of its own when it runs an operator's program (which may
     write). Its render depends on the source's tree and on the tool, found without
     starting it."""
 
-    may_vary = False
-    reads_server = False
     runs_program = False
     """Runs an operator's program (a Command renderer): an export of its own."""
 
@@ -126,18 +144,6 @@ class Exported(ABC, Generic[S]):
     def charts(self, release: Release, reader: Reader) -> Charts:
         """The chart archives a render is given: none."""
         return Charts()
-
-    def revision(self, release: Release, sources: SourceResolver, charts: ChartResolver) -> str:
-        """The last commit that changed ``source.path``."""
-        return sources.revision(release)
-
-    def watched_revision(
-        self, release: Release, sources: SourceResolver, charts: ChartResolver
-    ) -> str:
-        return self.revision(release, sources, charts)
-
-    def subject(self, release: Release) -> str:
-        return source_path(release)
 
     def inputs(
         self, release: Release, reader: Reader, capabilities: Capabilities | None

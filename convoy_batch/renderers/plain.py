@@ -4,25 +4,11 @@ process: its render key is what it was before renderers existed."""
 
 from convoy_batch.deployers.base import Capabilities
 from convoy_batch.models import Cluster, Release
-from convoy_batch.renderers.base import Reader, decryption_inputs, source_path
-from convoy_batch.renderers.charts import ChartResolver
+from convoy_batch.renderers.base import FromPath, Reader, decryption_inputs
 from convoy_batch.renderers.pipeline import Render, render
-from convoy_batch.repo.source import SourceResolver
 
 
-class Plain:
-    may_vary = False
-    reads_server = False
-
-    def revision(self, release: Release, sources: SourceResolver, charts: ChartResolver) -> str:
-        """The last commit that changed ``source.path``."""
-        return sources.revision(release)
-
-    def watched_revision(
-        self, release: Release, sources: SourceResolver, charts: ChartResolver
-    ) -> str:
-        return self.revision(release, sources, charts)
-
+class Plain(FromPath):
     def inputs(
         self, release: Release, reader: Reader, capabilities: Capabilities | None
     ) -> list[str]:
@@ -34,9 +20,6 @@ class Plain:
         self, release: Release, cluster: Cluster, reader: Reader, capabilities: Capabilities | None
     ) -> Render:
         return render(reader.sources.fetch(release), release, cluster)
-
-    def subject(self, release: Release) -> str:
-        return source_path(release)
 
 
 PLAIN = Plain()
