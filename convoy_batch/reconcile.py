@@ -21,7 +21,6 @@ import logging
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from convoy_batch.deployers.base import Deployer
 from convoy_batch.engine.handler import (
     Handled,
     commit_status,
@@ -49,6 +48,7 @@ from convoy_batch.errors import (
 from convoy_batch.health.observer import unknown_health
 from convoy_batch.models import (
     ANNOTATION_FORCE_SYNC,
+    Cluster,
     Release,
     ReleaseInventory,
     ReleaseStatus,
@@ -126,7 +126,9 @@ class Decision:
     plan: Plan | None = None
     """None when the render failed."""
     render: Render | None = None
-    deployer: Deployer | None = None
+    cluster: Cluster | None = None
+    """Where R goes, its deployer made and its target checked (the tick's, once a tick):
+    set when there is something to carry out."""
     dry_run: bool = False
     """Dry run R first (``stage_sync``)."""
     then: Step | RollBack | None = None
@@ -150,7 +152,7 @@ def decide(
     rid = RenderId(ref=render.ref, revision=render.revision)
     plan = _plan(tick, release, status, render.ref, inventory, force_pending)
     try:
-        deployer = tick.deployer(rendered.cluster)
+        tick.deployer(rendered.cluster)  # its target checked before anything is decided
         # Read once; a window that does not parse stops every apply (a rollback too).
         windows = window_state(windows_of(release, rendered.cluster), tick.now)
         if plan.action == Action.APPLY_LAST_HEALTHY:
@@ -158,7 +160,7 @@ def decide(
             cause = plan.rollout.message if plan.rollout is not None else ""
             rollback = RollBack(plan.rollout, rid, f"holding last healthy render: {cause}")
             return Decision(
-                expected_rollback(rollback, status), plan, render, deployer, then=rollback
+                expected_rollback(rollback, status), plan, render, rendered.cluster, then=rollback
             )
         stop = stage_gates(tick, release, rendered.cluster, render, force_pending, windows)
         if stop is not None:
@@ -184,7 +186,7 @@ def decide(
             forced = f"forced past the sync window ({windows.labels()})"
             message = f"{expected.message}; {forced}".lstrip("; ")
             expected = replace(expected, message=message, note=f"Forced sync: {forced}.")
-        return Decision(expected, plan, render, deployer, dry_run=True, then=sync.then)
+        return Decision(expected, plan, render, rendered.cluster, dry_run=True, then=sync.then)
     except ConvoyError as exc:
         return Decision(failed(exc, rollout=plan.rollout, render=rid), plan, render)
 
@@ -212,15 +214,16 @@ def act(
 ) -> tuple[Outcome, ReleaseInventory]:
     """Carry out ``decision``: store R, dry run it, then R's step or the rollback, writing
     on the way what ``writes`` says (the write-ahead record first)."""
-    plan, render, deployer, then = decision.plan, decision.render, decision.deployer, decision.then
+    plan, render, cluster, then = decision.plan, decision.render, decision.cluster, decision.then
     if render is not None:
         try:
             store_render(tick, render, durable=isinstance(then, RollBack))
         except StateFailed as exc:
             return not_stored(exc, decision.outcome, render.ref, acted=False), inventory
-    if plan is None or render is None or deployer is None or then is None:
+    if plan is None or render is None or cluster is None or then is None:
         return decision.outcome, inventory
     try:
+        deployer = tick.deployer(cluster)  # the one decide made (one per Cluster per tick)
         let_go_finished(deployer, inventory, writes.record)  # their end on record first
         # Decrypted in memory here, right before the deployer sees it; stored encrypted.
         render = unseal(render, release, tick.stores.state_dir)
