@@ -262,8 +262,8 @@ class Shared:
 
 class Deployers:
     """One deployer per Cluster per tick (so per-tick caches such as discovery hold), made
-    by ``factory`` once the Cluster's target is one it may use, and a refusal remembered
-    (ClusterNotFound each time it is asked for). Guards itself."""
+    by ``deployer_factory`` once the Cluster's target is one it may use; a refused target
+    is remembered (ClusterNotFound each time it is asked for). Guards itself."""
 
     def __init__(self, factory: DeployerFactory) -> None:
         self.deployer_factory = factory
@@ -279,17 +279,14 @@ class Deployers:
             if found is None:
                 try:
                     check(cluster)
-                    found = make()
                 except ClusterNotFound as exc:
                     found = exc
+                else:  # one that cannot be made (unreachable) is tried again when asked
+                    found = make()
                 self._made[cluster.name] = found
         if isinstance(found, ClusterNotFound):
             raise ClusterNotFound(str(found))
         return found
-
-    def made(self) -> list[Deployer]:
-        with self._lock:
-            return [d for d in self._made.values() if not isinstance(d, ClusterNotFound)]
 
     def clear(self) -> None:
         with self._lock:
