@@ -57,9 +57,11 @@ from convoy_batch.models import (
 )
 from convoy_batch.reasons import Reason
 from convoy_batch.renderers import watched_revision
+from convoy_batch.renderers.charts import ChartResolver
 from convoy_batch.renderers.pipeline import Render, load_render
 from convoy_batch.renderers.sops import unseal
 from convoy_batch.repo.gitops import ReleaseEntry
+from convoy_batch.repo.source import SourceResolver
 from convoy_batch.rollout import (
     Action,
     Outcome,
@@ -84,11 +86,13 @@ log = logging.getLogger("convoy_batch")
 FORCED_IN_SYNC = "forced sync: nothing to write, every object already as rendered"
 
 
-def pending_force_sync(tick: Tick, release: Release, status: ReleaseStatus) -> datetime | None:
-    """The time of a pending forced sync (SPEC 9): now for ``--force`` or a manual run,
-    else the annotation's time when newer than ``lastHandledForceSyncAt``."""
-    if release.name in tick.forced:
-        return tick.now
+def pending_force_sync(
+    release: Release, status: ReleaseStatus, now: datetime, forced: bool
+) -> datetime | None:
+    """The time of a pending forced sync (SPEC 9): ``now`` for ``--force`` or a manual run
+    (``forced``), else the annotation's time when newer than ``lastHandledForceSyncAt``."""
+    if forced:
+        return now
     value = release.metadata.annotations.get(ANNOTATION_FORCE_SYNC)
     if value is None:
         return None
@@ -112,7 +116,7 @@ def _plan(
 ) -> Plan:
     if release.spec.pin is not None:
         return pinned_plan()
-    checked = verified(tick, release, status, promote=force_pending)
+    checked = verified(tick.stores.state_dir, release, status, tick.now, promote=force_pending)
     return plan_rollout(release.spec, status, ref, inv.entries, tick.now, checked)
 
 
@@ -294,13 +298,15 @@ def waiting_for_verification(plan: Plan | None, outcome: Outcome) -> Outcome:
     return replace(outcome, reason=Reason.WAITING_FOR_VERIFICATION, message=result.message)
 
 
-def source_revision(tick: Tick, entry: ReleaseEntry) -> str | None:
+def source_revision(
+    entry: ReleaseEntry, sources: SourceResolver, charts: ChartResolver
+) -> str | None:
     """The revision of the Release's source as the repository shows it now (None: it
     cannot be read, which the reconcile reports)."""
     if entry.release is None:
         return None
     try:
-        return watched_revision(entry.release, tick.sources, tick.charts)
+        return watched_revision(entry.release, sources, charts)
     except ConvoyError:
         return None
 
@@ -319,7 +325,7 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
             complete_intent(tick, release, intent)
         status = tick.status(release.name)
         inventory = tick.inventory(release.name)
-        force_at = pending_force_sync(tick, release, status)
+        force_at = pending_force_sync(release, status, tick.now, release.name in tick.forced)
     except (InvalidRelease, StateFailed) as exc:
         outcome = failed(exc)
         empty = ReleaseInventory(release=release.name)
@@ -363,7 +369,7 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
             release_blob=entry.blob,
             # What the repository shows now: after a rollback the outcome's render is the
             # last healthy one, whose older revision would look like a change every tick.
-            source_revision=source_revision(tick, entry),
+            source_revision=source_revision(entry, tick.sources, tick.charts),
             health=health_snapshot(new_inventory),
             render_key=rendered.key if rendered else None,
             render_ref=rendered.render.ref if rendered else None,

@@ -1,6 +1,6 @@
 """Machine-local state under the state directory (SPEC 2): the render store, the
-inventories and one tick's view of them (:class:`Inventories`); the locks are
-:mod:`convoy_batch.state.locks`.
+inventories and one tick's view of them (:class:`Inventories`), and every store under one
+state directory together (:class:`Stores`); the locks are :mod:`convoy_batch.state.locks`.
 
 Does file I/O (through :mod:`convoy_batch.state.files`). Every write is atomic (temp file
 in the same folder, fsync, rename, fsync of the folder), files 0600; renders (content
@@ -25,12 +25,13 @@ import os
 import re
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from convoy_batch.errors import StateFailed, UsageError
 from convoy_batch.models import ReleaseInventory, parse_model
-from convoy_batch.state.caches import HealthJournal
+from convoy_batch.state.caches import HealthJournal, TickStore
 from convoy_batch.state.files import (
     Writer,
     atomic_write,
@@ -43,6 +44,8 @@ from convoy_batch.state.files import (
     real_root,
     remove_leftovers,
 )
+from convoy_batch.state.intents import IntentStore, RetiringStore
+from convoy_batch.state.locks import Locks
 
 log = logging.getLogger("convoy_batch")
 
@@ -436,3 +439,37 @@ def _valid_entries(inventory: ReleaseInventory, path: Path) -> ReleaseInventory:
     if len(kept) == len(inventory.entries):
         return inventory
     return ReleaseInventory(release=inventory.release, entries=tuple(kept))
+
+
+@dataclass
+class Stores:
+    """The machine-local stores under one state directory."""
+
+    state_dir: Path
+    renders: RenderStore
+    inventories: InventoryStore
+    ticks: TickStore
+    locks: Locks
+    writer: Writer
+    """Renders are written through it, in the background."""
+    intents: IntentStore
+    health: HealthJournal
+    retiring: RetiringStore
+    """Write-ahead records of removed Releases' retirements."""
+
+    @classmethod
+    def open(cls, state_dir: Path) -> "Stores":
+        """The stores, once the state directory is ready (UsageError when it cannot be)."""
+        open_state(state_dir)
+        writer = Writer()
+        return cls(
+            state_dir=state_dir,
+            renders=RenderStore(state_dir, writer),
+            inventories=InventoryStore(state_dir),
+            ticks=TickStore(state_dir),
+            locks=Locks(state_dir),
+            writer=writer,
+            intents=IntentStore(state_dir),
+            health=HealthJournal(state_dir),
+            retiring=RetiringStore(state_dir),
+        )

@@ -2,6 +2,7 @@
 the tick once it has checked that the Cluster may use its target
 (:meth:`convoy_batch.engine.tick.Tick.deployer`)."""
 
+import threading
 from collections.abc import Callable, Collection
 from datetime import datetime
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.deployers.directory import DirectoryDeployer, cluster_root
 from convoy_batch.deployers.simulated import SimulatedDeployer
+from convoy_batch.errors import ClusterNotFound
 from convoy_batch.models import Cluster
 from convoy_batch.state.caches import ParseCache
 
@@ -41,3 +43,36 @@ DeployerFactory = Callable[[Cluster, Path, datetime, ParseCache, Collection[str]
 """Builds a Cluster's deployer for one tick, as :func:`make_deployer` does: (Cluster,
 state directory, now, the Cluster's parse cache, the names of its Releases). The seam
 where tests hand a tick deployers that fail on demand."""
+
+
+class Deployers:
+    """One deployer per Cluster per tick (so per-tick caches such as discovery hold), made
+    by ``deployer_factory`` once the Cluster's target is one it may use; a refused target
+    is remembered (ClusterNotFound each time it is asked for). Guards itself."""
+
+    def __init__(self, factory: DeployerFactory) -> None:
+        self.deployer_factory = factory
+        self._made: dict[str, Deployer | ClusterNotFound] = {}
+        self._lock = threading.Lock()
+
+    def get(
+        self, cluster: Cluster, check: Callable[[Cluster], None], make: Callable[[], Deployer]
+    ) -> Deployer:
+        """The Cluster's deployer: ``check`` its target (ClusterNotFound), then ``make``."""
+        with self._lock:
+            found = self._made.get(cluster.name)
+            if found is None:
+                try:
+                    check(cluster)
+                except ClusterNotFound as exc:
+                    found = exc
+                else:  # one that cannot be made (unreachable) is tried again when asked
+                    found = make()
+                self._made[cluster.name] = found
+        if isinstance(found, ClusterNotFound):
+            raise ClusterNotFound(str(found))
+        return found
+
+    def clear(self) -> None:
+        with self._lock:
+            self._made = {}

@@ -90,7 +90,11 @@ def next_status(
     """The status that ``outcome`` gives (SPEC 10), from the Release's current one."""
     outcome = shown_outcome(tick, outcome)
     prior = tick.status(name)
-    checked = verified(tick, release, prior, force_at is not None) if release else None
+    checked = (
+        verified(tick.stores.state_dir, release, prior, tick.now, force_at is not None)
+        if release
+        else None
+    )
     status = assemble_status(
         prior,
         outcome,

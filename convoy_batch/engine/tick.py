@@ -51,48 +51,34 @@ built; this is the index). Cache: key; valid while; lifetime and invalidation.
 import functools
 import logging
 import os
-import threading
 from collections.abc import Callable, Collection, Mapping, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from importlib import metadata
 from pathlib import Path
 from types import MappingProxyType
 
 import git
 
 from convoy_batch.deployers.base import Deployer
-from convoy_batch.deployers.factory import DeployerFactory, make_deployer
+from convoy_batch.deployers.factory import DeployerFactory, Deployers, make_deployer
 from convoy_batch.deployers.targets import Targets
 from convoy_batch.engine.ownership import Ownership
+from convoy_batch.engine.shared import Shared
 from convoy_batch.engine.stages.act import BeforeChange, Writes, no_record
-from convoy_batch.errors import ClusterNotFound, UsageError
+from convoy_batch.errors import UsageError
 from convoy_batch.health.cel import Programs
 from convoy_batch.models import Cluster, ObjectKey, ReleaseInventory, ReleaseStatus
 from convoy_batch.renderers.charts import ChartResolver
 from convoy_batch.renderers.pipeline import Rendered
 from convoy_batch.repo.gitops import GitOpsRepo, GitOpsSnapshot
 from convoy_batch.repo.source import SourceResolver
-from convoy_batch.state.caches import HealthJournal, ParseCache, TickStore
-from convoy_batch.state.files import Writer, os_problem
-from convoy_batch.state.intents import IntentStore, RetiringStore
-from convoy_batch.state.locks import Locks
+from convoy_batch.state.caches import ParseCache
+from convoy_batch.state.files import os_problem
 from convoy_batch.status.store import StatusStore
-from convoy_batch.store import Inventories, InventoryStore, RenderStore, open_state
+from convoy_batch.store import Inventories, Stores
 
 log = logging.getLogger("convoy_batch")
-CEL_DISTRIBUTION = "common-expression-language"
-
-
-@functools.cache
-def _cel_library() -> str:
-    """The CEL library's name and version (read from its installed metadata, not by
-    importing it: see :mod:`convoy_batch.health.cel`)."""
-    try:
-        return f"{CEL_DISTRIBUTION} {metadata.version(CEL_DISTRIBUTION)}"
-    except metadata.PackageNotFoundError:
-        return CEL_DISTRIBUTION
 
 
 def default_state_dir(repo: Path) -> Path:
@@ -107,40 +93,6 @@ def default_state_dir(repo: Path) -> Path:
             with exclude.open("a") as f:
                 f.write(("" if text.endswith("\n") or not text else "\n") + ".convoy/\n")
     return repo / ".convoy"
-
-
-@dataclass
-class Stores:
-    """The machine-local stores under one state directory."""
-
-    state_dir: Path
-    renders: RenderStore
-    inventories: InventoryStore
-    ticks: TickStore
-    locks: Locks
-    writer: Writer
-    """Renders are written through it, in the background."""
-    intents: IntentStore
-    health: HealthJournal
-    retiring: RetiringStore
-    """Write-ahead records of removed Releases' retirements."""
-
-    @classmethod
-    def open(cls, state_dir: Path) -> "Stores":
-        """The stores, once the state directory is ready (UsageError when it cannot be)."""
-        open_state(state_dir)
-        writer = Writer()
-        return cls(
-            state_dir=state_dir,
-            renders=RenderStore(state_dir, writer),
-            inventories=InventoryStore(state_dir),
-            ticks=TickStore(state_dir),
-            locks=Locks(state_dir),
-            writer=writer,
-            intents=IntentStore(state_dir),
-            health=HealthJournal(state_dir),
-            retiring=RetiringStore(state_dir),
-        )
 
 
 def refuse_tracked_state(repo: GitOpsRepo, state_dir: Path) -> None:
@@ -181,116 +133,6 @@ class Retired:
     """Removed Release -> its Cluster, as its last committed version said."""
     removed: set[str] = field(default_factory=set)
     """Removed Releases whose status file this tick removes (a retirement's commit)."""
-
-
-@dataclass
-class Shared:
-    """The only mutable object of a tick that crosses threads; it owns :attr:`lock`.
-
-    Releases on Kubernetes Clusters are reconciled on up to 32 threads
-    (``runner.PARALLEL_RELEASES``), one Release per thread under its lock. A thread
-    writes its own Release's render (:meth:`keep_render`) and new status
-    (:meth:`decide`) and nothing of another's; other Releases' statuses and renders are
-    read through :meth:`status_of` and :meth:`render_of` (the dependency gate, and the
-    cluster-wave gate, which reads lower waves, finished before this wave started). What
-    Releases create together is made once, under :attr:`lock`: the ownership index
-    (:attr:`ownership`), a ReleaseSet's flights (:meth:`take_flight`), a parse cache
-    (:meth:`cache`). The deployers (:class:`Deployers`), the source resolver, the stores,
-    the inventories and the status store guard their own state."""
-
-    opened: Mapping[str, ReleaseStatus]
-    """Every status file of HEAD as the tick opened it (never written)."""
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    rendered: dict[str, Rendered] = field(default_factory=dict)
-    """Release -> its render of this tick (``stages.render.stage_render``, once a tick),
-    until the Release is handled (:meth:`Tick.let_go`)."""
-    decided: dict[str, ReleaseStatus] = field(default_factory=dict)
-    """Release -> the status this tick committed for it (:func:`engine.handler.commit_status`)."""
-    flights: dict[str, set[str]] = field(default_factory=dict)
-    """ReleaseSet -> its members that started a rollout in this tick (``maxInFlight``,
-    ``stages.gates.max_in_flight_gate``)."""
-    ownership: Ownership | None = None
-    """See :meth:`Tick.owners`."""
-    caches: dict[str, ParseCache] = field(default_factory=dict)
-    """Parse caches under ``<state>/cache/`` by name, saved by :meth:`Tick.close`."""
-    programs: Programs = field(default_factory=lambda: Programs(library=_cel_library()))
-    """The health rules' CEL programs, compiled once per tick by expression text."""
-
-    def status_of(self, name: str) -> ReleaseStatus:
-        """The Release's status: the one this tick committed, else the one it opened."""
-        return self.decided.get(name) or self.opened.get(name) or ReleaseStatus()
-
-    def decide(self, name: str, status: ReleaseStatus) -> None:
-        """The status this tick committed for Release ``name`` (its own thread's)."""
-        self.decided[name] = status
-
-    def render_of(self, name: str) -> Rendered | None:
-        """The Release's render of this tick, while the tick holds it."""
-        with self.lock:
-            return self.rendered.get(name)
-
-    def keep_render(self, name: str, rendered: Rendered) -> None:
-        with self.lock:
-            self.rendered[name] = rendered
-
-    def drop_render(self, name: str) -> None:
-        with self.lock:
-            self.rendered.pop(name, None)
-
-    def take_flight(
-        self, set_name: str, name: str, flying: Callable[[set[str]], list[str]], allowed: int
-    ) -> list[str]:
-        """The members of ReleaseSet ``set_name`` in flight (``flying`` of those started
-        this tick); when fewer than ``allowed``, Release ``name`` starts (an empty list)."""
-        with self.lock:
-            started = self.flights.setdefault(set_name, set())
-            found = flying(started)
-            if len(found) >= allowed:
-                return found
-            started.add(name)
-            return []
-
-    def cache(self, name: str, folder: Path) -> ParseCache:
-        """The parse cache ``<folder>/<name>.json`` (one per name, whichever thread asks
-        first)."""
-        found = self.caches.get(name)
-        if found is None:
-            made = ParseCache(folder / f"{name}.json")
-            found = self.caches.setdefault(name, made)
-        return found
-
-
-class Deployers:
-    """One deployer per Cluster per tick (so per-tick caches such as discovery hold), made
-    by ``deployer_factory`` once the Cluster's target is one it may use; a refused target
-    is remembered (ClusterNotFound each time it is asked for). Guards itself."""
-
-    def __init__(self, factory: DeployerFactory) -> None:
-        self.deployer_factory = factory
-        self._made: dict[str, Deployer | ClusterNotFound] = {}
-        self._lock = threading.Lock()
-
-    def get(
-        self, cluster: Cluster, check: Callable[[Cluster], None], make: Callable[[], Deployer]
-    ) -> Deployer:
-        """The Cluster's deployer: ``check`` its target (ClusterNotFound), then ``make``."""
-        with self._lock:
-            found = self._made.get(cluster.name)
-            if found is None:
-                try:
-                    check(cluster)
-                except ClusterNotFound as exc:
-                    found = exc
-                else:  # one that cannot be made (unreachable) is tried again when asked
-                    found = make()
-                self._made[cluster.name] = found
-        if isinstance(found, ClusterNotFound):
-            raise ClusterNotFound(str(found))
-        return found
-
-    def clear(self) -> None:
-        with self._lock:
-            self._made = {}
 
 
 @dataclass

@@ -36,7 +36,9 @@ def is_due(
         return [DueReason.INVALID_RELEASE]
     status = tick.status(release.name)
     try:
-        force = pending_force_sync(tick, release, status) is not None
+        force = (
+            pending_force_sync(release, status, tick.now, release.name in tick.forced) is not None
+        )
     except InvalidRelease:
         return [DueReason.INVALID_FORCE_SYNC]
     return due_reasons(
@@ -45,14 +47,14 @@ def is_due(
         tick.stores.ticks.load(release.name),
         health=health_snapshot(inventory) if inventory is not None else None,
         release_blob=entry.blob,
-        source_revision=source_revision(tick, entry),
+        source_revision=source_revision(entry, tick.sources, tick.charts),
         force_pending=force,
         full_resync=full,
         now=tick.now,
         window_opened=window_opened(tick, release, status),
         dependency_changed=dependency_changed(tick, release, status),
         flight_changed=flight_changed(tick, release, status),
-        measurement_at=next_measurement(tick, release, status),
+        measurement_at=next_measurement(tick.stores.state_dir, release, status),
     )
 
 

@@ -165,7 +165,7 @@ def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
             inventory = observe(
                 inventory, tick.deployer(cluster), tick.now, rules, tick.observed_memo(cluster)
             )
-        force_at = pending_force_sync(tick, release, status)
+        force_at = pending_force_sync(release, status, tick.now, release.name in tick.forced)
     except ConvoyError as exc:
         return _error(name, exc.reason, str(exc))
     decision = decide(tick, release, status, inventory, force_at is not None)
@@ -223,11 +223,11 @@ def _verification(
 ) -> tuple[dict[str, Any] | None, str]:
     """The analysis of the render under verification as the kept measurements have it
     now (counts, last value, the next measurement), and the plan's line with it."""
-    checked = verified(tick, release, status, promote=False)
+    checked = verified(tick.stores.state_dir, release, status, tick.now, promote=False)
     if checked is None or checked.status is None:
         return None, line
     block = checked.status.model_dump(mode="json", by_alias=True)
-    at = next_measurement(tick, release, status)
+    at = next_measurement(tick.stores.state_dir, release, status)
     block["nextMeasurement"] = format_time(at) if at is not None else None
     counts = ", ".join(
         f"{a.name} {a.successful} successful {a.failed} failed {a.inconclusive} "

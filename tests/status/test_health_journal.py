@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from convoy_batch.engine.tick import Stores
 from convoy_batch.models import HealthState, ReleaseInventory
+from convoy_batch.store import Stores
 from tests.support.scenario import Scenario
 
 

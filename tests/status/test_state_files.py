@@ -15,13 +15,12 @@ from pathlib import Path
 import pytest
 
 from convoy_batch.deployers.directory import DirectoryDeployer
-from convoy_batch.engine.tick import Stores
 from convoy_batch.errors import ApplyFailed, PruneFailed, StateFailed, UsageError
 from convoy_batch.models import ObjectKey, ReleaseInventory, TickRecord
 from convoy_batch.state.caches import ParseCache, TickStore
 from convoy_batch.state.files import LEFTOVER_AGE
 from convoy_batch.state.locks import Locks
-from convoy_batch.store import InventoryStore, RenderStore
+from convoy_batch.store import InventoryStore, RenderStore, Stores
 from tests.support.scenario import Scenario
 
 DATA = b'[{"kind":"ConfigMap","name":"a"}]'

@@ -6,6 +6,7 @@ for the plan and the status. Does I/O (the providers, the state directory)."""
 import logging
 from datetime import datetime
 from functools import partial
+from pathlib import Path
 
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.engine.tick import Tick
@@ -108,7 +109,7 @@ def _deployer(tick: Tick, release: Release) -> Deployer:
 
 
 def _kept(
-    tick: Tick, release: Release, status: ReleaseStatus
+    state_dir: Path, release: Release, status: ReleaseStatus
 ) -> tuple[Verification, str, Measurements | None] | None:
     """The verification under way, its render, and the measurements kept of that render
     (None: a record of another render, or none); None: nothing to verify."""
@@ -116,15 +117,15 @@ def _kept(
     spec = release.spec.verification
     if ref is None or spec is None:
         return None
-    record = MeasurementStore(tick.stores.state_dir).load(release.name)
+    record = MeasurementStore(state_dir).load(release.name)
     return spec, ref, record if record is not None and record.render_ref == ref else None
 
 
-def next_measurement(tick: Tick, release: Release, status: ReleaseStatus) -> datetime | None:
+def next_measurement(state_dir: Path, release: Release, status: ReleaseStatus) -> datetime | None:
     """When the next measurement of the render under verification is due (None: none is
     to come, or the verification has not begun: every object Current begins it, and that
     is a change of health, which wakes the Release anyway)."""
-    kept = _kept(tick, release, status)
+    kept = _kept(state_dir, release, status)
     if kept is None:
         return None
     spec, _, record = kept
@@ -138,10 +139,12 @@ def next_measurement(tick: Tick, release: Release, status: ReleaseStatus) -> dat
     return min(due) if due else None
 
 
-def verified(tick: Tick, release: Release, status: ReleaseStatus, promote: bool) -> Verified | None:
+def verified(
+    state_dir: Path, release: Release, status: ReleaseStatus, now: datetime, promote: bool
+) -> Verified | None:
     """What the kept measurements say of the render under way (None: no verification;
     a :class:`Verified` without status: not begun)."""
-    kept = _kept(tick, release, status)
+    kept = _kept(state_dir, release, status)
     if kept is None:
         return None
     spec, ref, record = kept
@@ -152,7 +155,7 @@ def verified(tick: Tick, release: Release, status: ReleaseStatus, promote: bool)
         verify(spec, ref, measurements),
         in_error(measurements),
         promote,
-        time_in_error(measurements, tick.now),
+        time_in_error(measurements, now),
     )
 
 
