@@ -20,6 +20,7 @@ Does I/O through the tick's stores and deployers.
 import logging
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 
 from convoy_batch.engine.handler import (
     Handled,
@@ -27,7 +28,8 @@ from convoy_batch.engine.handler import (
     next_status,
     sync_handler,
 )
-from convoy_batch.engine.stages.act import BeforeChange, Writes, carry_out, no_record
+from convoy_batch.engine.run import ReleaseRun
+from convoy_batch.engine.stages.act import BeforeChange, carry_out, no_record
 from convoy_batch.engine.stages.drift import rules_of
 from convoy_batch.engine.stages.gates import stage_gates, windows_of
 from convoy_batch.engine.stages.hooks import let_go_finished
@@ -79,6 +81,7 @@ from convoy_batch.rollout.status import with_note
 from convoy_batch.rollout.step import Step
 from convoy_batch.rollout.windows import WindowState, window_state
 from convoy_batch.state.intents import Intent
+from convoy_batch.store import RenderStore
 from convoy_batch.timefmt import parse_time
 
 log = logging.getLogger("convoy_batch")
@@ -106,18 +109,13 @@ def pending_force_sync(
     return at if handled is None or at > handled else None
 
 
-def _plan(
-    tick: Tick,
-    release: Release,
-    status: ReleaseStatus,
-    ref: str,
-    inv: ReleaseInventory,
-    force_pending: bool,
-) -> Plan:
+def _plan(run: ReleaseRun, ref: str) -> Plan:
+    release = run.release
     if release.spec.pin is not None:
         return pinned_plan()
-    checked = verified(tick.stores.state_dir, release, status, tick.now, promote=force_pending)
-    return plan_rollout(release.spec, status, ref, inv.entries, tick.now, checked)
+    state_dir, status, now = run.stores.state_dir, run.status, run.now
+    checked = verified(state_dir, release, status, now, promote=run.force_pending)
+    return plan_rollout(release.spec, status, ref, run.inventory.entries, now, checked)
 
 
 @dataclass(frozen=True)
@@ -139,26 +137,49 @@ class Decision:
     """R's step, or a rollback to the last healthy render; None: nothing to carry out."""
 
 
-def decide(
+def begin(
     tick: Tick,
     release: Release,
-    status: ReleaseStatus,
     inventory: ReleaseInventory,
-    force_pending: bool,
-) -> Decision:
+    force_at: datetime | None,
+    ahead: BeforeChange = no_record,
+) -> ReleaseRun:
+    """The run of one reconcile of ``release`` in ``tick``: its status as the tick knows
+    it, ``inventory`` as observed, the pending forced sync (``force_at``), its writes
+    (``ahead``: the write-ahead record), and the tick's handles it reads through."""
+    return ReleaseRun(
+        release=release,
+        status=tick.status(release.name),
+        inventory=inventory,
+        now=tick.now,
+        force_at=force_at,
+        writes=tick.writes(release.name, ahead),
+        rules=rules_of(tick.snapshot.clusters, release),
+        stores=tick.stores,
+        snapshot=tick.snapshot,
+        shared=tick.shared,
+        owners=tick.owners,
+        sources=tick.sources,
+        render_of=partial(stage_render, tick),
+        deployer_of=tick.deployer,
+    )
+
+
+def decide(run: ReleaseRun) -> Decision:
     """Render, plan, gates and the wave gate: what the reconcile does, computed without
     changing a cluster, a store or git (reads the source and the render store)."""
+    release, status, inventory, now = run.release, run.status, run.inventory, run.now
     try:
-        rendered = stage_render(tick, release)
+        rendered = run.render_of(release)
     except ConvoyError as exc:
         return Decision(failed(exc))
     render = rendered.render
     rid = RenderId(ref=render.ref, revision=render.revision)
-    plan = _plan(tick, release, status, render.ref, inventory, force_pending)
+    plan = _plan(run, render.ref)
     try:
-        tick.deployer(rendered.cluster)  # its target checked before anything is decided
+        run.deployer_of(rendered.cluster)  # its target checked before anything is decided
         # Read once; a window that does not parse stops every apply (a rollback too).
-        windows = window_state(windows_of(release, rendered.cluster), tick.now)
+        windows = window_state(windows_of(release, rendered.cluster), now)
         if plan.action == Action.APPLY_LAST_HEALTHY:
             plan = _inside_window(plan, status, windows)
             cause = plan.rollout.message if plan.rollout is not None else ""
@@ -166,7 +187,7 @@ def decide(
             return Decision(
                 expected_rollback(rollback, status), plan, render, rendered.cluster, then=rollback
             )
-        stop = stage_gates(tick, release, rendered.cluster, render, force_pending, windows)
+        stop = stage_gates(run, rendered.cluster, render, windows)
         if stop is not None:
             return Decision(
                 Outcome(
@@ -180,8 +201,8 @@ def decide(
                 plan,
                 render,
             )
-        tick.owners().check(release.name, (o.key for o in render.objects))
-        sync = decide_sync(release, render, plan, status, inventory, tick.now)
+        run.owners().check(release.name, (o.key for o in render.objects))
+        sync = decide_sync(run, render, plan)
         expected = sync.expected
         if not isinstance(sync.then, RollBack) and (rule := unknown_health(inventory)):
             # A health rule that fails holds R back unseen: the status says which one.
@@ -208,76 +229,58 @@ def _inside_window(plan: Plan, status: ReleaseStatus, windows: WindowState) -> P
     return replace(plan, rollout=after.model_copy(update={"message": message}))
 
 
-def act(
-    tick: Tick,
-    release: Release,
-    status: ReleaseStatus,
-    inventory: ReleaseInventory,
-    decision: Decision,
-    writes: Writes,
-) -> tuple[Outcome, ReleaseInventory]:
+def act(run: ReleaseRun, decision: Decision) -> tuple[Outcome, ReleaseInventory]:
     """Carry out ``decision``: store R, dry run it, then R's step or the rollback, writing
-    on the way what ``writes`` says (the write-ahead record first)."""
+    on the way what ``run.writes`` says (the write-ahead record first)."""
     plan, render, cluster, then = decision.plan, decision.render, decision.cluster, decision.then
+    inventory = run.inventory
     if render is not None:
         try:
-            store_render(tick, render, durable=isinstance(then, RollBack))
+            store_render(run.stores.renders, render, durable=isinstance(then, RollBack))
         except StateFailed as exc:
             return not_stored(exc, decision.outcome, render.ref, acted=False), inventory
     if plan is None or render is None or cluster is None or then is None:
         return decision.outcome, inventory
     try:
-        deployer = tick.deployer(cluster)  # the one decide made (one per Cluster per tick)
-        let_go_finished(deployer, inventory, writes.record)  # their end on record first
+        deployer = run.deployer_of(cluster)  # the one decide made (one per Cluster per tick)
+        let_go_finished(deployer, inventory, run.writes.record)  # their end on record first
         # Decrypted in memory here, right before the deployer sees it; stored encrypted.
-        render = unseal(render, release, tick.stores.state_dir)
+        render = unseal(render, run.release, run.stores.state_dir)
         if decision.dry_run:
-            dry_run(tick, release, render, deployer, inventory)
+            dry_run(run, deployer, render)
         if isinstance(then, RollBack):
-            return apply_last_healthy(
-                tick, release, status, deployer, inventory, then, writes, render
-            )
-        return stage_sync(
-            tick, release, render, then, decision.outcome, deployer, inventory, writes
-        )
+            return apply_last_healthy(run, deployer, then, render)
+        return stage_sync(run, deployer, render, then, decision.outcome)
     except ConvoyError as exc:
         rid = RenderId(ref=render.ref, revision=render.revision)
         return failed(exc, rollout=plan.rollout, render=rid), inventory
 
 
-def store_render(tick: Tick, render: Render, *, durable: bool) -> None:
+def store_render(renders: RenderStore, render: Render, *, durable: bool) -> None:
     """R's blob to the render store, before anything of the decision is carried out: a
     status names R whether or not it is applied. The write lands in the background (the
     step waits for it before its write-ahead record, the Release before its status);
     ``durable``: wait for it now (a rollback's record names R, and it sends no R to wait
     behind). StateFailed when the store cannot hold it."""
-    tick.stores.renders.put(render.ref, render.canonical)
+    renders.put(render.ref, render.canonical)
     if durable:
-        tick.stores.renders.settle(render.ref)
+        renders.settle(render.ref)
 
 
-def reconcile(
-    tick: Tick,
-    release: Release,
-    status: ReleaseStatus,
-    inventory: ReleaseInventory,
-    force_pending: bool,
-    before_change: BeforeChange = no_record,
-) -> tuple[Outcome, ReleaseInventory]:
+def reconcile(run: ReleaseRun) -> tuple[Outcome, ReleaseInventory]:
     """At most one rollout transition for one Release (SPEC 4): ``decide``, then
-    ``act``. ``before_change`` gets the decided step and its outcome right before the
+    ``act``. ``run.writes.ahead`` gets the decided step and its outcome right before the
     cluster changes (the write-ahead record). The measurements due are taken first
     (verification by metrics): they are kept before anything is decided from them."""
-    take_measurements(tick, release, status, inventory)
-    decision = decide(tick, release, status, inventory, force_pending)
-    writes = tick.writes(release.name, before_change)
-    outcome, after = act(tick, release, status, inventory, decision, writes)
+    take_measurements(run)
+    decision = decide(run)
+    outcome, after = act(run, decision)
     waiting = waiting_for_verification(decision.plan, outcome)
     promoted = decision.plan.verdict if decision.plan is not None else None
     if promoted is not None and promoted.message.startswith(PROMOTED):
         note = f"Promoted by a forced sync: {promoted.message.removeprefix(PROMOTED + ': ')}"
         waiting = replace(waiting, note=f"{waiting.note}\n{note}" if waiting.note else note)
-    if waiting is outcome and force_pending and outcome.reason == Reason.SYNCED:
+    if waiting is outcome and run.force_pending and outcome.reason == Reason.SYNCED:
         if outcome.written == 0:
             outcome = replace(outcome, message=FORCED_IN_SYNC)  # not an earlier sync's
         return outcome, after
@@ -345,11 +348,10 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
                 )
             )
 
-    outcome, new_inventory = reconcile(
-        tick, release, status, inventory, force_at is not None, write_ahead
-    )
+    run = begin(tick, release, inventory, force_at, write_ahead)
+    outcome, new_inventory = reconcile(run)
     tick.note_inventory(new_inventory)
-    outcome = settle_render(tick, release.name, outcome)
+    outcome = settle_render(run, outcome)
     try:
         tick.save_inventory(release.name)
     except StateFailed as exc:
@@ -383,15 +385,16 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
     return handled
 
 
-def settle_render(tick: Tick, name: str, outcome: Outcome) -> Outcome:
-    """``outcome``, once the render this tick made for ``name`` is durable, before the
-    status names it (its write may still be in the background when no step changed the
-    cluster); when it cannot be stored, the StateFailed outcome that names it nowhere."""
-    rendered = tick.shared.render_of(name)
+def settle_render(run: ReleaseRun, outcome: Outcome) -> Outcome:
+    """``outcome``, once the render this tick made for the run's Release is durable,
+    before the status names it (its write may still be in the background when no step
+    changed the cluster); when it cannot be stored, the StateFailed outcome that names it
+    nowhere."""
+    rendered = run.shared.render_of(run.name)
     if rendered is None:
         return outcome
     try:
-        tick.stores.renders.settle(rendered.render.ref)
+        run.stores.renders.settle(rendered.render.ref)
     except StateFailed as exc:
         return not_stored(exc, outcome, rendered.render.ref)
     return outcome
@@ -417,7 +420,7 @@ def complete_intent(tick: Tick, release: Release, intent: Intent) -> None:
         render = unseal(load_render(blob, name, step.revision), release, tick.stores.state_dir)
         deployer = tick.deployer(cluster)
         writes = tick.writes(name)
-        rules = rules_of(tick, release)
+        rules = rules_of(tick.snapshot.clusters, release)
         acted = carry_out(deployer, inventory, render, step, writes.record, writes.claimants, rules)
     except ConvoyError as exc:
         failure = exc

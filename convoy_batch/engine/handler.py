@@ -9,13 +9,13 @@ import logging
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from pathlib import Path
 
 from convoy_batch.engine.stages.verify import status_block, verified
 from convoy_batch.engine.tick import Tick
 from convoy_batch.models import Release, ReleaseInventory, ReleaseStatus
 from convoy_batch.reasons import Reason
 from convoy_batch.rollout import Outcome, Verdict, assemble_status, commit_message, render_verdict
-from convoy_batch.rollout.analysis import Verified
 from convoy_batch.rollout.status import NO_VALUE, drifted_line, short_ref, state_of, with_note
 from convoy_batch.state.operator_files import without_state_dir
 from convoy_batch.timefmt import format_time
@@ -65,20 +65,6 @@ class Handled:
         return replace(self, committed=Committed(self.committed.result()))
 
 
-def attempt_healthy(
-    release: Release | None,
-    status: ReleaseStatus,
-    outcome: Outcome,
-    inv: ReleaseInventory,
-    now: datetime,
-    checked: Verified | None = None,
-) -> bool:
-    if release is None or outcome.render is None:
-        return False
-    result = render_verdict(release.spec, status, outcome.render.ref, inv.entries, now, checked)
-    return result.verdict == Verdict.HEALTHY
-
-
 def next_status(
     tick: Tick,
     name: str,
@@ -88,20 +74,28 @@ def next_status(
     force_at: datetime | None,
 ) -> ReleaseStatus:
     """The status that ``outcome`` gives (SPEC 10), from the Release's current one."""
-    outcome = shown_outcome(tick, outcome)
-    prior = tick.status(name)
+    outcome = shown_outcome(tick.stores.state_dir, outcome)
+    prior, now = tick.status(name), tick.now
     checked = (
-        verified(tick.stores.state_dir, release, prior, tick.now, force_at is not None)
+        verified(tick.stores.state_dir, release, prior, now, force_at is not None)
         if release
         else None
+    )
+    healthy = (
+        release is not None
+        and outcome.render is not None
+        and render_verdict(
+            release.spec, prior, outcome.render.ref, inventory.entries, now, checked
+        ).verdict
+        == Verdict.HEALTHY
     )
     status = assemble_status(
         prior,
         outcome,
         failure_policy_set=release is None or release.spec.failure_policy is not None,
-        attempt_healthy=attempt_healthy(release, prior, outcome, inventory, tick.now, checked),
+        attempt_healthy=healthy,
         force_sync_at=force_at,
-        now=tick.now,
+        now=now,
     )
     block = status_block(prior, checked)
     return (
@@ -111,11 +105,11 @@ def next_status(
     )
 
 
-def shown_outcome(tick: Tick, outcome: Outcome) -> Outcome:
+def shown_outcome(state_dir: Path, outcome: Outcome) -> Outcome:
     """``outcome`` with the state directory's absolute path in its message written
     ``<state>``: a status, its commit and stderr never say where the state directory is
     (whatever edge made the message: a file of the state directory that failed, say)."""
-    message = without_state_dir(outcome.message, tick.stores.state_dir)
+    message = without_state_dir(outcome.message, state_dir)
     return outcome if message == outcome.message else replace(outcome, message=message)
 
 
@@ -128,7 +122,7 @@ def sync_handler(
     force_at: datetime | None,
 ) -> Handled:
     """Assemble the new status (SPEC 10) and commit it when it changed."""
-    outcome = shown_outcome(tick, outcome)
+    outcome = shown_outcome(tick.stores.state_dir, outcome)
     status = next_status(tick, name, release, outcome, inventory, force_at)
     if outcome.is_error:
         log.error("%s: %s: %s", name, outcome.reason, outcome.message)

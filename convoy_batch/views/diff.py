@@ -386,7 +386,7 @@ def _from_server(obj: Mapping[str, Any]) -> Manifest:
 def _ignored(tick: Tick, release: Release, render: Render) -> dict[Identity, tuple[str, ...]]:
     """The pointers each object's drift rules leave to other managers (none for a hook:
     it is created anew for each render)."""
-    rules = rules_of(tick, release)
+    rules = rules_of(tick.snapshot.clusters, release)
     found = {o.key.identity(): rules.ignored(o.manifest) for o in render.objects if o.hook is None}
     return {ident: pointers for ident, pointers in found.items() if pointers}
 

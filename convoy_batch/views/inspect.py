@@ -25,7 +25,7 @@ from convoy_batch.health.cel import rules_for
 from convoy_batch.health.observer import observe
 from convoy_batch.models import Release, ReleaseStatus
 from convoy_batch.reasons import GATE_REASONS, Reason
-from convoy_batch.reconcile import decide, pending_force_sync, waiting_for_verification
+from convoy_batch.reconcile import begin, decide, pending_force_sync, waiting_for_verification
 from convoy_batch.repo.gitops import ReleaseEntry, SetEntry
 from convoy_batch.rollout import Outcome
 from convoy_batch.rollout.glance import drift_note, verification_note
@@ -168,7 +168,7 @@ def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
         force_at = pending_force_sync(release, status, tick.now, release.name in tick.forced)
     except ConvoyError as exc:
         return _error(name, exc.reason, str(exc))
-    decision = decide(tick, release, status, inventory, force_at is not None)
+    decision = decide(begin(tick, release, inventory, force_at))
     outcome, plan = waiting_for_verification(decision.plan, decision.outcome), decision.plan
     if outcome.is_error or plan is None or decision.render is None:
         return _error(name, outcome.reason, outcome.message)

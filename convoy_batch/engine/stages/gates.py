@@ -3,15 +3,14 @@ window gate, the cluster wave gate, then a ReleaseSet's ``maxInFlight``.
 
 A gate that stops the reconcile is a value (a ``GateDecision`` that stops: reason and
 message), not an exception.
-Reads the tick's snapshot and statuses; the dependency gate also a dependency's render of
-the tick (``stage_render``, made once a tick), and a window's zone comes from the zone
-database (``timefmt.zone``).
+Reads the run's snapshot and the statuses of this tick (``engine/run.py``); the dependency
+gate also a dependency's render of the tick (``run.render_of``, made once a tick), and a
+window's zone comes from the zone database (``timefmt.zone``).
 """
 
 from datetime import datetime
 
-from convoy_batch.engine.stages.render import stage_render
-from convoy_batch.engine.tick import Tick
+from convoy_batch.engine.run import ReleaseRun
 from convoy_batch.errors import ConvoyError, InvalidSyncWindow
 from convoy_batch.models import (
     Cluster,
@@ -22,6 +21,7 @@ from convoy_batch.models import (
 )
 from convoy_batch.reasons import Reason
 from convoy_batch.renderers.pipeline import Render
+from convoy_batch.repo.gitops import GitOpsSnapshot
 from convoy_batch.rollout import GateDecision, GateKind
 from convoy_batch.rollout.depends import missing
 from convoy_batch.rollout.windows import Window, WindowState, parse_window, window_state
@@ -44,28 +44,27 @@ def manual_gate(
     )
 
 
-def dependency_gate(
-    tick: Tick, release: Release, status: ReleaseStatus, render: Render
-) -> GateDecision | None:
+def dependency_gate(run: ReleaseRun, render: Render) -> GateDecision | None:
     """A new render (a first rollout included) waits until every dependency is ready:
     Succeeded (or an accepted state) at its render of this tick. Re-applying the render
     the Release already synced (drift correction) is not held."""
+    release, status = run.release, run.status
     if not release.spec.depends_on or _synced(status, render):
         return None
     waiting = []
     for dependency in release.spec.depends_on:
-        entry = tick.snapshot.releases.get(dependency.name)
+        entry = run.snapshot.releases.get(dependency.name)
         other = entry.release if entry is not None else None
         if other is None:
             waiting.append(f"{dependency.name} is not a valid Release")
             continue
         try:
-            ref = stage_render(tick, other).render.ref
+            ref = run.render_of(other).render.ref
         except ConvoyError as exc:
             waiting.append(f"{dependency.name} cannot be rendered ({exc.reason})")
             continue
         policy = other.spec.failure_policy is not None
-        why = missing(dependency, tick.status(dependency.name), ref, policy)
+        why = missing(dependency, run.shared.status_of(dependency.name), ref, policy)
         if why is not None:
             waiting.append(why)
     if not waiting:
@@ -133,22 +132,21 @@ def window_gate(
     return _stop(Reason.WAITING_FOR_SYNC_WINDOW, state.message())
 
 
-def cluster_wave_gate(
-    tick: Tick, release: Release, cluster: Cluster, render: Render
-) -> GateDecision | None:
+def cluster_wave_gate(run: ReleaseRun, cluster: Cluster, render: Render) -> GateDecision | None:
     """Every Release of the same convoy on a lower-wave Cluster must be healthy at R's
     revision."""
+    release = run.release
     convoy = release.spec.convoy
     if convoy is None:
         return None
-    for name, entry in sorted(tick.snapshot.releases.items()):
+    for name, entry in sorted(run.snapshot.releases.items()):
         other = entry.release
         if other is None or name == release.name or other.spec.convoy != convoy:
             continue
-        other_cluster = tick.snapshot.clusters.get(other.spec.cluster)
+        other_cluster = run.snapshot.clusters.get(other.spec.cluster)
         if other_cluster is None or other_cluster.spec.wave >= cluster.spec.wave:
             continue
-        healthy = tick.status(name).last_healthy
+        healthy = run.shared.status_of(name).last_healthy
         if healthy is None or healthy.revision != render.revision:
             return _stop(
                 Reason.WAITING_FOR_CLUSTER_WAVE,
@@ -158,30 +156,29 @@ def cluster_wave_gate(
     return None
 
 
-def max_in_flight_gate(
-    tick: Tick, release: Release, cluster: Cluster, render: Render
-) -> GateDecision | None:
+def max_in_flight_gate(run: ReleaseRun, cluster: Cluster, render: Render) -> GateDecision | None:
     """A ReleaseSet member's new render (a first rollout included) starts only while
     fewer than ``maxInFlight`` other members of its set on Clusters of the same wave are
     in flight (:func:`_in_flight`) or started in this tick; one already rolling out this
     render goes on.
     A start takes its place under the tick's lock (members may reconcile side by side)."""
-    set_name = tick.snapshot.set_of(release.name)
-    entry = tick.snapshot.sets.get(set_name or "")
+    release, snapshot, status_of = run.release, run.snapshot, run.shared.status_of
+    set_name = snapshot.set_of(release.name)
+    entry = snapshot.sets.get(set_name or "")
     if set_name is None or entry is None or entry.release_set.spec.max_in_flight is None:
         return None
-    status = tick.status(release.name)
+    status = run.status
     if _synced(status, render) or _in_flight(status) == render.ref:
         return None
     wave = cluster.spec.wave
-    peers = [m for m in entry.members if m != release.name and _wave_of(tick, m) == wave]
+    peers = [m for m in entry.members if m != release.name and _wave_of(snapshot, m) == wave]
     limit = entry.release_set.spec.max_in_flight
     allowed = in_flight_limit(limit, len(peers) + 1)
 
     def flying(started: set[str]) -> list[str]:
-        return sorted(m for m in peers if m in started or _in_flight(tick.status(m)))
+        return sorted(m for m in peers if m in started or _in_flight(status_of(m)))
 
-    found = tick.shared.take_flight(set_name, release.name, flying, allowed)
+    found = run.shared.take_flight(set_name, release.name, flying, allowed)
     if found:
         return _stop(
             Reason.WAITING_FOR_MAX_IN_FLIGHT,
@@ -198,11 +195,11 @@ def in_flight_limit(limit: int | str, members: int) -> int:
     return limit
 
 
-def _wave_of(tick: Tick, name: str) -> int | None:
-    entry = tick.snapshot.releases.get(name)
+def _wave_of(snapshot: GitOpsSnapshot, name: str) -> int | None:
+    entry = snapshot.releases.get(name)
     if entry is None or entry.release is None:
         return None
-    cluster = tick.snapshot.clusters.get(entry.release.spec.cluster)
+    cluster = snapshot.clusters.get(entry.release.spec.cluster)
     return cluster.spec.wave if cluster is not None else None
 
 
@@ -225,20 +222,15 @@ def _stop(reason: Reason, message: str, applied: bool = False) -> GateDecision:
 
 
 def stage_gates(
-    tick: Tick,
-    release: Release,
-    cluster: Cluster,
-    render: Render,
-    force_pending: bool,
-    windows: WindowState,
+    run: ReleaseRun, cluster: Cluster, render: Render, windows: WindowState
 ) -> GateDecision | None:
     """The first gate that stops the sync (None: it proceeds); ``windows``: the state of
-    the Release's sync windows at the tick's ``now`` (read once by its reconcile)."""
-    status = tick.status(release.name)
+    the Release's sync windows at the run's ``now`` (read once by its reconcile)."""
+    force_pending = run.force_pending
     return (
-        manual_gate(release, force_pending, status, render)
-        or dependency_gate(tick, release, status, render)
-        or window_gate(windows, status, render, force_pending)
-        or cluster_wave_gate(tick, release, cluster, render)
-        or max_in_flight_gate(tick, release, cluster, render)
+        manual_gate(run.release, force_pending, run.status, render)
+        or dependency_gate(run, render)
+        or window_gate(windows, run.status, render, force_pending)
+        or cluster_wave_gate(run, cluster, render)
+        or max_in_flight_gate(run, cluster, render)
     )

@@ -11,11 +11,11 @@ import logging
 from dataclasses import replace
 
 from convoy_batch.deployers.base import Deployer
-from convoy_batch.engine.stages.act import Writes, carry_out, expected_inventory
-from convoy_batch.engine.stages.drift import check_drift, rules_of
+from convoy_batch.engine.run import ReleaseRun
+from convoy_batch.engine.stages.act import carry_out, expected_inventory
+from convoy_batch.engine.stages.drift import check_drift
 from convoy_batch.engine.stages.hooks import apply_sync_fail, delete_finished_hooks
-from convoy_batch.engine.tick import Tick
-from convoy_batch.models import Release, ReleaseInventory, ReleaseStatus
+from convoy_batch.models import ReleaseInventory, ReleaseStatus
 from convoy_batch.renderers.pipeline import Render, load_render
 from convoy_batch.renderers.sops import unseal
 from convoy_batch.rollout import Outcome, RenderId, RollBack
@@ -27,35 +27,28 @@ NO_LAST_HEALTHY = "no last healthy render to roll back to"
 
 
 def apply_last_healthy(
-    tick: Tick,
-    release: Release,
-    status: ReleaseStatus,
-    deployer: Deployer,
-    inventory: ReleaseInventory,
-    rollback: RollBack,
-    writes: Writes,
-    failed: Render | None = None,
+    run: ReleaseRun, deployer: Deployer, rollback: RollBack, failed: Render | None = None
 ) -> tuple[Outcome, ReleaseInventory]:
     """Carry out a decided rollback: its ``RolledBack`` outcome (``rollback.applied``,
     handed to ``writes.ahead`` before the cluster changes) and the new inventory.
     ``failed``: the render rolled back from, whose SyncFail hooks are applied first
     (once) and whose finished hooks are deleted by their policy (``stages/hooks.py``)."""
+    release, status, inventory, writes = run.release, run.status, run.inventory, run.writes
     record = writes.record
     if failed is not None:
         inventory = apply_sync_fail(deployer, inventory, failed, record)
     healthy = status.last_healthy
     if healthy is None:
         return rollback.failed(NO_LAST_HEALTHY), inventory
-    blob = tick.stores.renders.get(healthy.render_ref)
+    blob = run.stores.renders.get(healthy.render_ref)
     if blob is None:
         message = f"render store has no valid blob for last healthy {healthy.render_ref}"
         log.warning("%s: %s", release.name, message)
         return rollback.failed(message), inventory
     stored = load_render(blob, release.name, healthy.revision)
-    render = unseal(stored, release, tick.stores.state_dir)  # decrypted in memory only
+    render = unseal(stored, release, run.stores.state_dir)  # decrypted in memory only
     rendered = RenderId(ref=render.ref, revision=healthy.revision)
-    rules = rules_of(tick, release)
-    drift = check_drift(tick, release, render, inventory, deployer, rules)
+    drift = check_drift(run, deployer, render, inventory)
     step = Step(
         render_ref=render.ref,
         revision=healthy.revision,
@@ -64,9 +57,9 @@ def apply_last_healthy(
         leave=drift.leave,
     )
     applied = replace(rollback.applied(rendered), drift=drift.seen)
-    tick.stores.renders.settle(render.ref)  # what the record points at is durable first
+    run.stores.renders.settle(render.ref)  # what the record points at is durable first
     writes.ahead(step, applied, expected_inventory(inventory, render, step))
-    acted = carry_out(deployer, inventory, render, step, record, writes.claimants, rules)
+    acted = carry_out(deployer, inventory, render, step, record, writes.claimants, run.rules)
     if acted.failure is not None:
         log.warning("%s: rollback apply failed: %s", release.name, acted.failure)
         message = f"rollback failed: {acted.failure}"

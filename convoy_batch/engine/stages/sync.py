@@ -14,11 +14,11 @@ errors propagate as typed errors for the reconcile to map.
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
 
 from convoy_batch.deployers.base import Deployer
-from convoy_batch.engine.stages.act import Writes, carry_out, expected_inventory
-from convoy_batch.engine.stages.drift import check_drift, rules_of
+from convoy_batch.engine.run import ReleaseRun
+from convoy_batch.engine.stages.act import carry_out, expected_inventory
+from convoy_batch.engine.stages.drift import check_drift
 from convoy_batch.engine.stages.hooks import (
     apply_sync_fail,
     delete_finished_hooks,
@@ -28,15 +28,12 @@ from convoy_batch.engine.stages.hooks import (
 from convoy_batch.engine.stages.last_healthy import expected_rollback
 from convoy_batch.engine.stages.namespace import ensure_namespace
 from convoy_batch.engine.stages.outcome import failed, not_stored
-from convoy_batch.engine.tick import Tick
 from convoy_batch.errors import ApplyFailed, StateFailed
 from convoy_batch.models import (
     SYNC_FAIL,
     InventoryEntry,
     Phase,
-    Release,
     ReleaseInventory,
-    ReleaseStatus,
 )
 from convoy_batch.reasons import Reason
 from convoy_batch.renderers.pipeline import Render
@@ -77,15 +74,10 @@ def entries_by_phase(
     return dict(grouped)
 
 
-def decide_sync(
-    release: Release,
-    render: Render,
-    plan: Plan,
-    status: ReleaseStatus,
-    inventory: ReleaseInventory,
-    now: datetime,
-) -> SyncDecision:
-    """The wave gate's decision for R (SPEC 7) and the outcome it gives. Pure."""
+def decide_sync(run: ReleaseRun, render: Render, plan: Plan) -> SyncDecision:
+    """The wave gate's decision for R (SPEC 7) and the outcome it gives; reads only the
+    run's values (changes nothing)."""
+    release, status, inventory, now = run.release, run.status, run.inventory, run.now
     rid = RenderId(ref=render.ref, revision=render.revision)
     waves = plan_waves(
         render.phases(),
@@ -126,40 +118,31 @@ def decide_sync(
     return SyncDecision(expected, step)
 
 
-def dry_run(
-    tick: Tick, release: Release, render: Render, deployer: Deployer, inventory: ReleaseInventory
-) -> None:
+def dry_run(run: ReleaseRun, deployer: Deployer, render: Render) -> None:
     """The dry run of R's objects (``stages/hooks.dry_run_objects``: in the Release's
     namespace, created first when the Release asks for it)."""
-    ensure_namespace(release, render, deployer)  # before the dry run, which needs it
-    deployer.dry_run(dry_run_objects(render, inventory), rules_of(tick, release))
+    ensure_namespace(run.release, render, deployer)  # before the dry run, which needs it
+    deployer.dry_run(dry_run_objects(render, run.inventory), run.rules)
 
 
 def stage_sync(
-    tick: Tick,
-    release: Release,
-    render: Render,
-    step: Step,
-    expected: Outcome,
-    deployer: Deployer,
-    inventory: ReleaseInventory,
-    writes: Writes,
+    run: ReleaseRun, deployer: Deployer, render: Render, step: Step, expected: Outcome
 ) -> tuple[Outcome, ReleaseInventory]:
     """Carry out R's decided ``step`` (R passed its dry run, its blob is on its way to the
     render store): ``expected`` when it succeeds, with the drift the sync found
     (``stages/drift.py``); then R's SyncFail hooks when the sync failed, and its finished
     hooks deleted by their policy."""
-    rules = rules_of(tick, release)
-    drift = check_drift(tick, release, render, inventory, deployer, rules)
+    inventory, writes = run.inventory, run.writes
+    drift = check_drift(run, deployer, render, inventory)
     expected, step = replace(expected, drift=drift.seen), drift.step(step)
     if step.phases or step.prune:  # the step changes the cluster: record it first
         try:
-            tick.stores.renders.settle(render.ref)  # what the record points at: durable first
+            run.stores.renders.settle(render.ref)  # what the record points at: durable first
         except StateFailed as exc:
             return not_stored(exc, expected, render.ref, acted=False), inventory
         writes.ahead(step, expected, expected_inventory(inventory, render, step))
     record = writes.record
-    acted = carry_out(deployer, inventory, render, step, record, writes.claimants, rules)
+    acted = carry_out(deployer, inventory, render, step, record, writes.claimants, run.rules)
     after = acted.inventory
     if isinstance(acted.failure, ApplyFailed) or rollout_failed(expected.rollout, render):
         after = apply_sync_fail(deployer, after, render, record)
@@ -175,5 +158,5 @@ def stage_sync(
     if errors:
         return replace(expected, reason=Reason.PRUNE_FAILED, message=errors[0]), after
     if acted.deleted:
-        log.info("%s: pruned %s", release.name, ", ".join(map(str, acted.deleted)))
+        log.info("%s: pruned %s", run.name, ", ".join(map(str, acted.deleted)))
     return replace(expected, written=acted.written + len(acted.deleted)), after

@@ -9,14 +9,13 @@ from functools import partial
 from pathlib import Path
 
 from convoy_batch.deployers.base import Deployer
-from convoy_batch.engine.tick import Tick
+from convoy_batch.engine.run import ReleaseRun
 from convoy_batch.errors import StateFailed
 from convoy_batch.metrics.base import Context, MetricError
 from convoy_batch.metrics.providers import measure
 from convoy_batch.models import (
     AnalysisPhase,
     Release,
-    ReleaseInventory,
     ReleaseStatus,
     RolloutState,
     Verification,
@@ -47,33 +46,32 @@ def verifying(release: Release, status: ReleaseStatus) -> str | None:
     return rollout.render_ref
 
 
-def take_measurements(
-    tick: Tick, release: Release, status: ReleaseStatus, inventory: ReleaseInventory
-) -> None:
+def take_measurements(run: ReleaseRun) -> None:
     """The measurements due now, each kept before the next is taken: once every object
     of the render is Current, ``initialDelay`` after that, then every ``interval``, one
     per analysis per tick at most. A measurement that cannot be kept is not taken again
     this tick (a warning; the next tick measures)."""
+    release, status, inventory, now = run.release, run.status, run.inventory, run.now
     ref = verifying(release, status)
     spec = release.spec.verification
     if ref is None or spec is None:
         return
     if not inventory.entries or not entries_healthy(inventory.entries, ref):
         return
-    store = MeasurementStore(tick.stores.state_dir)
+    store = MeasurementStore(run.stores.state_dir)
     record = store.load(release.name)
     try:
         if record is None or record.render_ref != ref:
-            record = begun(release.name, ref, tick.now)
+            record = begun(release.name, ref, now)
             store.save(record)
         for analysis in spec.analyses:
             polled = record.polled.get(analysis.name)
             due = next_due(analysis, record.of(analysis.name), record.started_at, polled)
-            if due is None or tick.now < due:
+            if due is None or now < due:
                 continue
-            made = measure(analysis, tick.now, _context(tick, release, status, ref))
+            made = measure(analysis, now, _context(run, ref))
             if made is None:  # its Job runs: look again an interval later
-                record = polling(record, analysis.name, tick.now)
+                record = polling(record, analysis.name, now)
             else:
                 record = record.adding(analysis.name, made)
             store.save(record)
@@ -81,11 +79,12 @@ def take_measurements(
         log.warning("%s: measurement not kept: %s", release.name, exc)
 
 
-def _context(tick: Tick, release: Release, status: ReleaseStatus, ref: str) -> Context:
+def _context(run: ReleaseRun, ref: str) -> Context:
     """The Release's variables (its Cluster's too, when it is known) and the render's
     ``revision`` and ``renderRef``, for a provider's query; the Release's source files
-    and its Cluster's deployer, through the tick."""
-    cluster = tick.snapshot.clusters.get(release.spec.cluster)
+    and its Cluster's deployer, through the run."""
+    release, status = run.release, run.status
+    cluster = run.snapshot.clusters.get(release.spec.cluster)
     variables = dict(variables_for(release, cluster)) if cluster is not None else {}
     records = [r for r in (status.last_successful, *status.history) if r is not None]
     revision = next((r.revision for r in records if r.render_ref == ref and r.revision), "")
@@ -94,18 +93,19 @@ def _context(tick: Tick, release: Release, status: ReleaseStatus, ref: str) -> C
         release=release,
         ref=ref,
         variables=variables,
-        state_dir=tick.stores.state_dir,
-        source_file=partial(tick.sources.file_text, release),
-        deployer=partial(_deployer, tick, release),
+        state_dir=run.stores.state_dir,
+        source_file=partial(run.sources.file_text, release),
+        deployer=partial(_deployer, run),
     )
 
 
-def _deployer(tick: Tick, release: Release) -> Deployer:
+def _deployer(run: ReleaseRun) -> Deployer:
     """The tick's deployer of the Release's Cluster (MetricError: there is none)."""
-    cluster = tick.snapshot.clusters.get(release.spec.cluster)
+    name = run.release.spec.cluster
+    cluster = run.snapshot.clusters.get(name)
     if cluster is None:
-        raise MetricError(f"clusters/{release.spec.cluster}.yaml: no such Cluster")
-    return tick.deployer(cluster)
+        raise MetricError(f"clusters/{name}.yaml: no such Cluster")
+    return run.deployer_of(cluster)
 
 
 def _kept(
