@@ -32,6 +32,7 @@ from types import ModuleType
 
 from tick import T0, build_repo, measure  # bench/tick.py, next to this script
 
+from convoy_batch.ticks.options import TickOptions
 from convoy_batch.ticks.runner import run_tick
 from convoy_batch.ticks.shards import run_sharded
 
@@ -99,7 +100,8 @@ def compare(work: Path, jobs: int, quiet_first: bool = False) -> None:
             if where == "one":
                 report = run_tick(repo, state, now, all_releases=all_releases)
             else:
-                report = run_sharded(repo, state, now, jobs, all_releases=all_releases)
+                options = TickOptions(all_releases=all_releases)
+                report = run_sharded(repo, state, now, jobs, options)
             errors = sum(1 for h in report.handled if h.outcome.is_error)
             workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
             return (

@@ -48,7 +48,6 @@ from typing import Any
 import dagster as dg
 
 from convoy_batch.engine.handler import Handled, describe
-from convoy_batch.engine.tick import default_state_dir
 from convoy_batch.errors import ConvoyError, unexpected
 from convoy_batch.rollout.glance import (
     Glance,
@@ -61,7 +60,8 @@ from convoy_batch.rollout.glance import (
     verification_note,
 )
 from convoy_batch.rollout.retire import RETIRED
-from convoy_batch.ticks.options import TickReport
+from convoy_batch.ticks.location import default_state_dir
+from convoy_batch.ticks.options import TickOptions, TickReport
 from convoy_batch.ticks.runner import run_tick
 from convoy_batch.ticks.shards import run_sharded
 from convoy_batch.timefmt import parse_time
@@ -127,9 +127,8 @@ class ConvoyResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         repo, state, now = self.repo_path(), self.state_dir(), self.clock()
         try:
             if jobs > 1:
-                return run_sharded(
-                    repo, state, now, jobs, names, all_releases=all_releases, forced=forced
-                )
+                options = TickOptions(tuple(names), all_releases, frozenset(forced))
+                return run_sharded(repo, state, now, jobs, options)
             return run_tick(repo, state, now, names, all_releases=all_releases, forced=forced)
         except (ConvoyError, OSError):
             raise  # one line of their own, as the CLI prints them

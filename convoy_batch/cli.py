@@ -19,10 +19,11 @@ from typing import Any
 import yaml
 
 from convoy_batch.engine.handler import describe
-from convoy_batch.engine.tick import Tick, default_state_dir
+from convoy_batch.engine.tick import Tick
 from convoy_batch.errors import ConvoyError, StateFailed, UsageError, unexpected
 from convoy_batch.state.files import os_problem
-from convoy_batch.ticks.options import TickReport
+from convoy_batch.ticks.location import default_state_dir
+from convoy_batch.ticks.options import TickOptions, TickReport
 from convoy_batch.ticks.runner import observe_release, run_tick, select
 from convoy_batch.ticks.shards import run_sharded
 from convoy_batch.timefmt import parse_time
@@ -130,7 +131,8 @@ def cmd_reconcile(args: argparse.Namespace, repo: Path, state: Path, now: dateti
         "allow_deletions": args.allow_deletions,
     }
     if args.jobs > 1:
-        report = run_sharded(repo, state, now, args.jobs, args.names, **options)
+        sharded = TickOptions(tuple(args.names), **options)
+        report = run_sharded(repo, state, now, args.jobs, sharded)
     else:
         report = run_tick(repo, state, now, args.names, **options)
     for h in report.handled:

@@ -24,9 +24,6 @@ from functools import partial
 
 from convoy_batch.engine.handler import (
     Handled,
-    commit_status,
-    next_status,
-    sync_handler,
 )
 from convoy_batch.engine.run import ReleaseRun
 from convoy_batch.engine.stages.act import BeforeChange, carry_out, no_record
@@ -321,7 +318,7 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
     if release is None:
         outcome = failed(InvalidRelease(entry.error or "invalid"))
         empty = ReleaseInventory(release=entry.name)
-        return sync_handler(tick, entry.name, None, outcome, empty, None)
+        return tick.desk.sync_handler(entry.name, None, outcome, empty, None)
     try:
         intent = tick.stores.intents.load(release.name)
         if intent is not None:
@@ -332,10 +329,12 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
     except (InvalidRelease, StateFailed) as exc:
         outcome = failed(exc)
         empty = ReleaseInventory(release=release.name)
-        return sync_handler(tick, release.name, release, outcome, empty, None)
+        return tick.desk.sync_handler(release.name, release, outcome, empty, None)
 
     def write_ahead(step: Step, expected: Outcome, expected_inventory: ReleaseInventory) -> None:
-        decided = next_status(tick, release.name, release, expected, expected_inventory, force_at)
+        decided = tick.desk.next_status(
+            release.name, release, expected, expected_inventory, force_at
+        )
         if decided != status:  # a decision a crash could lose
             message = with_note(commit_message(release.name, status, decided), expected.note)
             tick.stores.intents.save(
@@ -360,8 +359,8 @@ def handle_release(tick: Tick, entry: ReleaseEntry) -> Handled:
         )
     # A forced sync a dependency refused is not handled: it must be asked again.
     refused = outcome.reason == Reason.WAITING_FOR_DEPENDENCY
-    handled = sync_handler(
-        tick, release.name, release, outcome, new_inventory, None if refused else force_at
+    handled = tick.desk.sync_handler(
+        release.name, release, outcome, new_inventory, None if refused else force_at
     )
     rendered = tick.shared.render_of(release.name)
     tick.stores.ticks.save(
@@ -435,8 +434,8 @@ def complete_intent(tick: Tick, release: Release, intent: Intent) -> None:
         attempt = intent.status.last_attempted
         reason = Reason(attempt.reason) if attempt else Reason.SYNCED
         done = Outcome(intent.status.rollout, True, reason)
-        commit_status(tick, name, done, intent.status, intent.message)
+        tick.desk.commit_status(name, done, intent.status, intent.message)
         return
     rid = RenderId(ref=step.render_ref, revision=step.revision)
     outcome = failed(failure, rollout=intent.status.rollout, render=rid)
-    sync_handler(tick, name, release, outcome, tick.inventory(name), None)
+    tick.desk.sync_handler(name, release, outcome, tick.inventory(name), None)

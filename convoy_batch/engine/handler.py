@@ -1,6 +1,7 @@
 """``sync_handler`` (SPEC 10): the status one outcome gives, assembled in one function
-(the pure ``rollout.assemble_status``), and its commit when it changed; what a tick
-reports of each Release (:class:`Handled`, :func:`describe`).
+(the pure ``rollout.assemble_status``), and its commit when it changed, at the tick's
+:class:`StatusDesk`; what a tick reports of each Release (:class:`Handled`,
+:func:`describe`).
 
 Does I/O through the tick's status store (the commit is queued for the tick's batch).
 """
@@ -11,13 +12,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
+from convoy_batch.engine.shared import Shared
 from convoy_batch.engine.stages.verify import status_block, verified
-from convoy_batch.engine.tick import Tick
 from convoy_batch.models import Release, ReleaseInventory, ReleaseStatus
 from convoy_batch.reasons import Reason
 from convoy_batch.rollout import Outcome, Verdict, assemble_status, commit_message, render_verdict
 from convoy_batch.rollout.status import NO_VALUE, drifted_line, short_ref, state_of, with_note
 from convoy_batch.state.operator_files import without_state_dir
+from convoy_batch.status.store import StatusStore
 from convoy_batch.timefmt import format_time
 
 log = logging.getLogger("convoy_batch")
@@ -65,46 +67,6 @@ class Handled:
         return replace(self, committed=Committed(self.committed.result()))
 
 
-def next_status(
-    tick: Tick,
-    name: str,
-    release: Release | None,
-    outcome: Outcome,
-    inventory: ReleaseInventory,
-    force_at: datetime | None,
-) -> ReleaseStatus:
-    """The status that ``outcome`` gives (SPEC 10), from the Release's current one."""
-    outcome = shown_outcome(tick.stores.state_dir, outcome)
-    prior, now = tick.status(name), tick.now
-    checked = (
-        verified(tick.stores.state_dir, release, prior, now, force_at is not None)
-        if release
-        else None
-    )
-    healthy = (
-        release is not None
-        and outcome.render is not None
-        and render_verdict(
-            release.spec, prior, outcome.render.ref, inventory.entries, now, checked
-        ).verdict
-        == Verdict.HEALTHY
-    )
-    status = assemble_status(
-        prior,
-        outcome,
-        failure_policy_set=release is None or release.spec.failure_policy is not None,
-        attempt_healthy=healthy,
-        force_sync_at=force_at,
-        now=now,
-    )
-    block = status_block(prior, checked)
-    return (
-        status
-        if block == status.verification
-        else status.model_copy(update={"verification": block})
-    )
-
-
 def shown_outcome(state_dir: Path, outcome: Outcome) -> Outcome:
     """``outcome`` with the state directory's absolute path in its message written
     ``<state>``: a status, its commit and stderr never say where the state directory is
@@ -113,36 +75,84 @@ def shown_outcome(state_dir: Path, outcome: Outcome) -> Outcome:
     return outcome if message == outcome.message else replace(outcome, message=message)
 
 
-def sync_handler(
-    tick: Tick,
-    name: str,
-    release: Release | None,
-    outcome: Outcome,
-    inventory: ReleaseInventory,
-    force_at: datetime | None,
-) -> Handled:
-    """Assemble the new status (SPEC 10) and commit it when it changed."""
-    outcome = shown_outcome(tick.stores.state_dir, outcome)
-    status = next_status(tick, name, release, outcome, inventory, force_at)
-    if outcome.is_error:
-        log.error("%s: %s: %s", name, outcome.reason, outcome.message)
-    return commit_status(tick, name, outcome, status, None)
+@dataclass(frozen=True)
+class StatusDesk:
+    """Where a tick's new statuses are assembled and committed (SPEC 10): the statuses of
+    this tick (:attr:`shared`: HEAD's as opened, and those committed since), the status
+    store whose batch holds the commits, the state directory (never named in a status)
+    and ``now``. One per tick (``Tick.desk``); called from each Release's own thread for
+    its own Release (the status store guards its batch)."""
 
+    shared: Shared
+    store: StatusStore
+    state_dir: Path
+    now: datetime
 
-def commit_status(
-    tick: Tick, name: str, outcome: Outcome, status: ReleaseStatus, message: str | None
-) -> Handled:
-    """Commit ``status`` when it differs from the Release's current one (``message``:
-    the commit message, else the one SPEC 10 gives)."""
-    prior = tick.status(name)
-    commit = None
-    if status != prior:
-        message = message or with_note(commit_message(name, prior, status), outcome.note)
-        commit = tick.status_store.commit_later(name, status, message)
-        tick.shared.decide(name, status)
-    else:  # the one the tick holds already (10,000 unchanged statuses: 20 MiB held twice)
-        status = prior
-    return Handled(name=name, outcome=outcome, status=status, committed=commit, prior=prior)
+    def next_status(
+        self,
+        name: str,
+        release: Release | None,
+        outcome: Outcome,
+        inventory: ReleaseInventory,
+        force_at: datetime | None,
+    ) -> ReleaseStatus:
+        """The status that ``outcome`` gives (SPEC 10), from the Release's current one."""
+        outcome = shown_outcome(self.state_dir, outcome)
+        prior, now = self.shared.status_of(name), self.now
+        forced = force_at is not None
+        checked = verified(self.state_dir, release, prior, now, forced) if release else None
+        healthy = (
+            release is not None
+            and outcome.render is not None
+            and render_verdict(
+                release.spec, prior, outcome.render.ref, inventory.entries, now, checked
+            ).verdict
+            == Verdict.HEALTHY
+        )
+        status = assemble_status(
+            prior,
+            outcome,
+            failure_policy_set=release is None or release.spec.failure_policy is not None,
+            attempt_healthy=healthy,
+            force_sync_at=force_at,
+            now=now,
+        )
+        block = status_block(prior, checked)
+        return (
+            status
+            if block == status.verification
+            else status.model_copy(update={"verification": block})
+        )
+
+    def sync_handler(
+        self,
+        name: str,
+        release: Release | None,
+        outcome: Outcome,
+        inventory: ReleaseInventory,
+        force_at: datetime | None,
+    ) -> Handled:
+        """Assemble the new status (SPEC 10) and commit it when it changed."""
+        outcome = shown_outcome(self.state_dir, outcome)
+        status = self.next_status(name, release, outcome, inventory, force_at)
+        if outcome.is_error:
+            log.error("%s: %s: %s", name, outcome.reason, outcome.message)
+        return self.commit_status(name, outcome, status, None)
+
+    def commit_status(
+        self, name: str, outcome: Outcome, status: ReleaseStatus, message: str | None
+    ) -> Handled:
+        """Commit ``status`` when it differs from the Release's current one (``message``:
+        the commit message, else the one SPEC 10 gives)."""
+        prior = self.shared.status_of(name)
+        commit = None
+        if status != prior:
+            message = message or with_note(commit_message(name, prior, status), outcome.note)
+            commit = self.store.commit_later(name, status, message)
+            self.shared.decide(name, status)
+        else:  # the one the tick holds already (10,000 unchanged statuses: 20 MiB held twice)
+            status = prior
+        return Handled(name=name, outcome=outcome, status=status, committed=commit, prior=prior)
 
 
 def describe(handled: Handled) -> str:

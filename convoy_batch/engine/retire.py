@@ -1,6 +1,6 @@
 """A removed Release's retirement in a tick (README, "Deleting a Release"): which
 Releases a commit removed, what the pure decision (:mod:`convoy_batch.rollout.retire`)
-makes of each, and carrying it out. Does I/O through the tick.
+makes of each, and carrying it out. Does I/O through the tick's stores and deployers.
 
 A Release is *gone* when its status file is at HEAD and no file under ``releases/`` is
 that Release. Its Cluster and ``deletionPolicy`` are its last committed version's (the
@@ -9,17 +9,27 @@ retirement is recorded (``<state>/retiring/<name>.json``, its fate and the commi
 before the first request; the objects are deleted (or handed over, or left); the status
 file is removed in one commit; once that commit has landed the record, the inventory and
 the tick record go (:func:`forget_retired`). A tick that finds a record completes it.
+
+The entry points take the tick; the rest takes what it reads (one removed Release's
+:class:`Retirement`, the snapshot, the repository). What the tick keeps of the pass is
+one value, :class:`~convoy_batch.engine.tick.Retired`, given to it whole: where the
+removed Releases were (:func:`decide_retirements`, before any deployer is made), then
+whose status file goes (:func:`retire_removed`).
 """
 
 import json
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
+from types import MappingProxyType
 from typing import Literal
 
 from convoy_batch.deployers.base import Deployer, ListsNamespaces
-from convoy_batch.engine.handler import Handled, sync_handler
+from convoy_batch.engine.handler import Handled
+from convoy_batch.engine.ownership import Ownership
 from convoy_batch.engine.stages.inventory import prune
 from convoy_batch.engine.stages.render import stage_render
 from convoy_batch.engine.tick import Tick
@@ -27,6 +37,7 @@ from convoy_batch.errors import ConvoyError, DeletionPending, StateFailed, Usage
 from convoy_batch.models import (
     LABEL_RELEASE,
     LABEL_RELEASE_SET,
+    Cluster,
     Identity,
     InventoryEntry,
     ObjectKey,
@@ -35,7 +46,8 @@ from convoy_batch.models import (
     ReleaseStatus,
 )
 from convoy_batch.reasons import Reason
-from convoy_batch.repo.gitops import GitOpsSnapshot, LastVersion
+from convoy_batch.renderers.pipeline import Rendered
+from convoy_batch.repo.gitops import GitOpsRepo, GitOpsSnapshot, LastVersion
 from convoy_batch.rollout import Outcome
 from convoy_batch.rollout.depends import in_order
 from convoy_batch.rollout.retire import (
@@ -50,8 +62,10 @@ from convoy_batch.rollout.retire import (
     retired_subject,
 )
 from convoy_batch.rollout.status import state_of
+from convoy_batch.state.caches import ParseCache
 from convoy_batch.state.files import atomic_write, read_file, real_root
-from convoy_batch.state.intents import Retiring
+from convoy_batch.state.intents import Retiring, RetiringStore
+from convoy_batch.store import Inventories
 
 log = logging.getLogger("convoy_batch")
 
@@ -96,10 +110,39 @@ class Decided:
     """The namespace its ``createNamespace`` made (None: it made none)."""
 
 
-def gone_names(tick: Tick) -> list[str]:
-    """The Releases whose status file is at HEAD and whose file no commit keeps."""
-    releases, sets = tick.snapshot.releases, tick.snapshot.sets
-    return sorted(name for name in tick.opened if name not in releases and name not in sets)
+@dataclass(frozen=True)
+class Retirement:
+    """What one removed Release's retirement reads, made once for it (to carry it out,
+    or to tell what carrying it out would do): its decision and status, and the tick's
+    handles it goes through, each used only when its fate needs it (an Orphan makes no
+    deployer and reads no claims)."""
+
+    decided: Decided
+    prior: ReleaseStatus
+    """Its status as the tick holds it."""
+    clusters: Mapping[str, Cluster]
+    """The snapshot's Clusters (its own: the one its decision names, if still there)."""
+    inventories: Inventories
+    """Its inventory, and its adopter's (read once a tick, stored when changed)."""
+    owners: Callable[[], Ownership]
+    """Which Release each object belongs to (made on first use)."""
+    deployers: Callable[[Cluster], Deployer]
+    """The tick's deployer of a Cluster (made when first asked)."""
+
+
+@dataclass(frozen=True)
+class _Waits:
+    """A retirement that waits: the outcome its status says, over its inventory."""
+
+    outcome: Outcome
+    inventory: ReleaseInventory
+
+
+def gone_names(snapshot: GitOpsSnapshot, opened: Iterable[str]) -> list[str]:
+    """The Releases whose status file is at HEAD (``opened``) and whose file no commit
+    keeps (``snapshot``: the commit the tick reads)."""
+    releases, sets = snapshot.releases, snapshot.sets
+    return sorted(name for name in opened if name not in releases and name not in sets)
 
 
 def last_head(state_dir: Path) -> str | None:
@@ -126,26 +169,27 @@ def remember_head(tick: Tick) -> None:
         log.warning("%s: not recorded: %s", state_dir / LAST_TICK_FILE, exc)
 
 
-def decide_retirements(tick: Tick, options: RetireOptions = RetireOptions()) -> list[Decided]:
-    """The fate of every removed Release (of the named ones, with names); changes
-    nothing but the tick's knowledge of where they were (``tick.retired.gone``)."""
-    gone = gone_names(tick)
+def decide_retirements(tick: Tick, options: RetireOptions = RetireOptions()) -> list[Retirement]:
+    """The retirement of every removed Release (of the named ones, with names), its fate
+    decided; changes nothing but the tick's knowledge of where they were
+    (``tick.retired.gone``, given before any deployer is made: a Kubernetes deployer
+    lists their objects too)."""
+    snapshot, repo, state_dir = tick.snapshot, tick.repo, tick.stores.state_dir
+    gone = gone_names(snapshot, tick.opened)
     if not gone:
         return []
+    cache = tick.cache("repo")
     # Read from the commit the tick reads (HEAD; ``diff``: the revision).
-    versions = {name: tick.repo.last_version(name, tick.snapshot.commit) for name in gone}
-    for name in gone:  # no commit removed a file of it: it may have left a ReleaseSet
-        if versions[name] is None:
-            versions[name] = tick.repo.last_member_version(
-                name, tick.snapshot.commit, tick.cache("repo")
-            )
+    versions = _last_versions(repo, snapshot.commit, gone, cache)
     members = {n: _set_of(v) for n, v in versions.items()}
-    last = _last_snapshot(tick)
-    tick.retired.gone.update(
-        {n: v.release.spec.cluster for n, v in versions.items() if v and v.release is not None}
-    )
-    unreadable = _unreadable(tick)
+    last = _last_snapshot(repo, snapshot, state_dir, cache)
+    where = {n: v.release.spec.cluster for n, v in versions.items() if v and v.release is not None}
+    tick.retired = replace(tick.retired, gone=MappingProxyType(where))
+    unreadable = _unreadable(snapshot)
     records = {name: tick.stores.retiring.load(name) for name in gone}
+    entries = snapshot.releases.values()
+    newcomers = [e.release for e in entries if e.release and e.release.name not in tick.opened]
+    render = partial(stage_render, tick)
     decided: dict[str, Decided] = {}
     candidates: list[Gone] = []
     for name in gone:
@@ -161,20 +205,22 @@ def decide_retirements(tick: Tick, options: RetireOptions = RetireOptions()) -> 
                                     removed_in, record)  # fmt: skip
         elif version is None or version.release is None:
             decided[name] = Decided(name, Fate.PENDING, _unknown(name, version))
-        elif (why := _uncertain(tick, members.get(name))) is not None:
+        elif (why := _uncertain(snapshot, members.get(name))) is not None:
             cluster = version.release.spec.cluster
             decided[name] = Decided(name, Fate.PENDING, why, cluster, None, removed_in)
         else:
             release = version.release
-            adopter = None if unreadable else _adopter(tick, name, release)
+            adopter = None
+            if not unreadable:
+                adopter = _adopter(release, _held(tick.inventories, name), newcomers, render)
             candidates.append(
                 Gone(name, release.spec.cluster, release.spec.deletes, adopter, members.get(name))
             )
-    allowed = _allowed(tick, options)
+    allowed = _allowed(repo, snapshot.commit, state_dir, options)
     fates = retire(
         candidates,
         unreadable=unreadable,
-        last_releases=_last_releases(tick, last) if len(candidates) > 1 else {},
+        last_releases=_last_releases(last, snapshot) if len(candidates) > 1 else {},
         allowed=allowed,
         last_sets={n: e.members for n, e in last.sets.items()} if last is not None else {},
     )
@@ -212,7 +258,11 @@ def decide_retirements(tick: Tick, options: RetireOptions = RetireOptions()) -> 
     chosen = [decided[name] for name in reversed(in_order(gone, graph))]
     if options.names:
         chosen = [d for d in chosen if d.name in options.names]
-    return chosen
+    clusters, inventories = snapshot.clusters, tick.inventories
+    return [
+        Retirement(d, tick.status(d.name), clusters, inventories, tick.owners, tick.deployer)
+        for d in chosen
+    ]
 
 
 def retire_removed(
@@ -220,14 +270,22 @@ def retire_removed(
 ) -> tuple[list[Handled], dict[str, str]]:
     """Decide the fate of every removed Release and carry it out; the status commits
     are queued in the tick's batch. The Releases handled, and those whose deletes are
-    not over yet (with why: a later tick finishes them)."""
-    handled, skipped = [], {}
-    for decided in decide_retirements(tick, options):
-        done = _carry_out(tick, decided)
-        if isinstance(done, str):
-            skipped[decided.name] = done
+    not over yet (with why: a later tick finishes them). The tick is then given whose
+    status file goes (``tick.retired.removed``)."""
+    handled: list[Handled] = []
+    skipped: dict[str, str] = {}
+    removed: set[str] = set()
+    for run in decide_retirements(tick, options):
+        name = run.decided.name
+        done = _carry_out(run, tick.stores.retiring)
+        if isinstance(done, _Waits):  # its status says why
+            handled.append(tick.desk.sync_handler(name, None, done.outcome, done.inventory, None))
+        elif isinstance(done, Retiring):  # its status file goes, in the tick's batch
+            removed.add(name)
+            handled.append(_retired(run, done, tick.status_store.remove_later(name, done.message)))
         else:
-            handled.append(done)
+            skipped[name] = done
+    tick.retired = replace(tick.retired, removed=tick.retired.removed | removed)
     return handled, skipped
 
 
@@ -254,85 +312,85 @@ def forget_retired(tick: Tick, handled: Sequence[Handled]) -> None:
         tick.stores.retiring.clear(name)
 
 
-def _carry_out(tick: Tick, decided: Decided) -> Handled | str:
-    """The retirement carried out (its commit queued), or why it waits (its status
-    committed), or (a string) why it is not over yet with nothing to commit."""
+def _carry_out(run: Retirement, ahead: RetiringStore) -> Retiring | _Waits | str:
+    """The retirement carried out, as its record (its status file goes), or why it
+    waits (its status says so), or (a string) why it is not over yet with nothing to
+    commit. ``ahead``: where the decision is recorded before anything is sent."""
+    decided = run.decided
     name = decided.name
-    prior = tick.status(name)
     try:
-        inventory = tick.inventory(name)
+        inventory = run.inventories.get(name)
     except StateFailed as exc:
-        return _waiting(tick, name, Reason.DELETION_PENDING, str(exc))
+        return _waiting(name, Reason.DELETION_PENDING, str(exc))
     if decided.fate in WAITING:
-        return _waiting(tick, name, WAITING[decided.fate], decided.message, inventory)
+        return _waiting(name, WAITING[decided.fate], decided.message, inventory)
     try:
-        record = decided.record or _write_ahead(tick, decided, prior, inventory)
-        _act(tick, record, inventory)
+        record = decided.record or _write_ahead(run, inventory, ahead)
+        _act(run, record, inventory)
     except ConvoyError as exc:
-        return _waiting(tick, name, Reason.DELETION_PENDING, str(exc), inventory)
+        return _waiting(name, Reason.DELETION_PENDING, str(exc), inventory)
     except StillDeleting as exc:
         return str(exc)
-    tick.retired.removed.add(name)
-    commit = tick.status_store.remove_later(name, record.message)
+    return record
+
+
+def _retired(run: Retirement, record: Retiring, commit: "Future[str | None]") -> Handled:
+    """The retirement carried out: Deleted (adopted or not) or Orphaned, as ``record``
+    says, its status file removed by ``commit``."""
     reason = Reason.ORPHANED if record.fate == "Orphan" else Reason.DELETED
     found = parse_retired(record.message.splitlines()[0])
     outcome = Outcome(None, record.fate == "Delete", reason, found[1] if found else "")
-    return Handled(name, outcome, ReleaseStatus(), commit, prior)
+    return Handled(run.decided.name, outcome, ReleaseStatus(), commit, run.prior)
 
 
-def planned_message(tick: Tick, decided: Decided) -> str:
-    """What carrying ``decided`` out would do, in one line (``plan``, ``diff``): why it
+def planned_message(run: Retirement) -> str:
+    """What carrying ``run`` out would do, in one line (``plan``, ``diff``): why it
     waits or is held, else its commit message's first line."""
+    decided = run.decided
     if decided.fate in (Fate.PENDING, Fate.BLOCKED):
         return decided.message
     if decided.record is not None:
         return decided.record.message.splitlines()[0]
-    prior, inventory = tick.status(decided.name), tick.inventory(decided.name)
-    kept = _kept_entries(tick, decided, inventory)
-    return _message(decided, prior, inventory, kept).splitlines()[0]
+    inventory = run.inventories.get(decided.name)
+    kept = _kept_entries(run, inventory)
+    return _message(decided, run.prior, inventory, kept).splitlines()[0]
 
 
 def _waiting(
-    tick: Tick,
-    name: str,
-    reason: Reason,
-    message: str,
-    inventory: ReleaseInventory | None = None,
-) -> Handled:
+    name: str, reason: Reason, message: str, inventory: ReleaseInventory | None = None
+) -> _Waits:
     """The removed Release stays: its status says what stops the retirement."""
     outcome = Outcome(None, False, reason, message)
     empty = ReleaseInventory(release=name)
-    return sync_handler(tick, name, None, outcome, inventory or empty, None)
+    return _Waits(outcome, inventory or empty)
 
 
-def _write_ahead(
-    tick: Tick, decided: Decided, prior: ReleaseStatus, inventory: ReleaseInventory
-) -> Retiring:
+def _write_ahead(run: Retirement, inventory: ReleaseInventory, ahead: RetiringStore) -> Retiring:
     """The decision, durable before anything is sent: its commit message and what a
     Delete leaves (a tick that completes it spares the same objects)."""
-    kept = _kept_entries(tick, decided, inventory)
+    decided = run.decided
+    kept = _kept_entries(run, inventory)
     record = Retiring(
         release=decided.name,
         cluster=decided.cluster,
         fate=_ACTED[decided.fate],
         adopted_by=decided.adopted_by,
-        message=_message(decided, prior, inventory, kept),
+        message=_message(decided, run.prior, inventory, kept),
         namespace=decided.namespace if decided.fate == Fate.DELETE else None,
         kept=tuple(e.key for e in kept) if decided.fate == Fate.DELETE else (),
     )
-    tick.stores.retiring.save(record)
+    ahead.save(record)
     return record
 
 
-def _kept_entries(
-    tick: Tick, decided: Decided, inventory: ReleaseInventory
-) -> list[InventoryEntry]:
+def _kept_entries(run: Retirement, inventory: ReleaseInventory) -> list[InventoryEntry]:
     """The entries whose objects the retirement leaves in place (all but for a Delete)."""
-    if decided.fate == Fate.ADOPTED:
+    fate = run.decided.fate
+    if fate == Fate.ADOPTED:
         return []
-    if decided.fate != Fate.DELETE:
+    if fate != Fate.DELETE:
         return list(inventory.entries)
-    keeping = retired_kept(tick, decided, inventory)
+    keeping = retired_kept(run, inventory)
     return [e for e in inventory.entries if e.key.identity() in keeping]
 
 
@@ -362,12 +420,13 @@ def _message(
     return "\n".join(lines)
 
 
-def retired_kept(tick: Tick, decided: Decided, inventory: ReleaseInventory) -> set[Identity]:
+def retired_kept(run: Retirement, inventory: ReleaseInventory) -> set[Identity]:
     """The objects a Delete leaves: kept by their annotation (``prune: false``, Argo CD's
     ``Delete=false``), claimed by another Release on the Cluster, and a Namespace of the
     inventory that still holds one of those or anything not of this Release (deleting it
     would delete what it holds)."""
-    owners = tick.owners()
+    decided = run.decided
+    owners = run.owners()
     kept = {
         e.key.identity()
         for e in inventory.entries
@@ -379,7 +438,7 @@ def retired_kept(tick: Tick, decided: Decided, inventory: ReleaseInventory) -> s
         ours = {e.key.identity() for e in inventory.entries}
         holding = {e.key.namespace for e in inventory.entries if e.key.identity() in kept}
         for key in spaces:
-            if key.name in holding or _holds_others(tick, decided, key.name, ours):
+            if key.name in holding or _holds_others(run, key.name, ours):
                 kept.add(key.identity())
     return kept
 
@@ -388,19 +447,19 @@ def _is_namespace(key: ObjectKey) -> bool:
     return key.kind == "Namespace" and key.group == ""
 
 
-def _holds_others(tick: Tick, decided: Decided, namespace: str, ours: set[Identity]) -> bool:
+def _holds_others(run: Retirement, namespace: str, ours: Set[Identity]) -> bool:
     """Whether ``namespace`` holds an object that is not one of ``ours`` (True when that
     cannot be told: the namespace is then kept)."""
-    cluster = tick.snapshot.clusters.get(decided.cluster or "")
+    cluster = run.clusters.get(run.decided.cluster or "")
     if cluster is None:
         return True
-    deployer = tick.deployer(cluster)
+    deployer = run.deployers(cluster)
     if not isinstance(deployer, ListsNamespaces):
         return True
     return any(k.identity() not in ours for k in deployer.namespace_objects(namespace))
 
 
-def _act(tick: Tick, record: Retiring, inventory: ReleaseInventory) -> None:
+def _act(run: Retirement, record: Retiring, inventory: ReleaseInventory) -> None:
     """Carry the recorded fate out: delete the objects in reverse sync-wave order (as
     prune does), hand them over, or leave them. DeletionPending when the Cluster cannot
     be used or a delete is not confirmed (the record stays for the next tick)."""
@@ -409,16 +468,16 @@ def _act(tick: Tick, record: Retiring, inventory: ReleaseInventory) -> None:
         return
     if record.fate == "Adopted":
         assert record.adopted_by is not None
-        _hand_over(tick, inventory, record.adopted_by)
+        _hand_over(run, inventory, record.adopted_by)
         return
-    cluster = tick.snapshot.clusters.get(record.cluster or "")
+    cluster = run.clusters.get(record.cluster or "")
     if cluster is None:
         raise DeletionPending(
             f"clusters/{record.cluster}.yaml: no such Cluster to delete from; "
             f"'reconcile {name} --orphan' ends it without deleting"
         )
-    deployer = tick.deployer(cluster)
-    owners = tick.owners()
+    deployer = run.deployers(cluster)
+    owners = run.owners()
     pruned = prune(
         deployer,
         inventory,
@@ -427,8 +486,8 @@ def _act(tick: Tick, record: Retiring, inventory: ReleaseInventory) -> None:
         lambda key: owners.claimants(name, key, record.cluster),
         spared={key.identity() for key in record.kept},
     )
-    tick.inventories.note(pruned.inventory)
-    tick.save_inventory(name)
+    run.inventories.note(pruned.inventory)
+    run.inventories.save(name)
     left = len(pruned.inventory.entries)
     if pruned.errors:
         raise DeletionPending(f"{left} objects not deleted yet: {pruned.errors[0]}")
@@ -460,21 +519,37 @@ def _delete_namespace(deployer: Deployer, name: str, namespace: str) -> None:
         log.info("%s: namespace %s is being deleted", name, namespace)
 
 
-def _hand_over(tick: Tick, inventory: ReleaseInventory, adopter: str) -> None:
+def _hand_over(run: Retirement, inventory: ReleaseInventory, adopter: str) -> None:
     """The removed Release's inventory joins its adopter's (nothing is sent: the
-    adopter's next sync applies the objects it renders and prunes the others)."""
-    theirs = tick.inventory(adopter)
+    adopter's next sync applies the objects it renders and prunes the others); the
+    ownership index learns the adopter's new inventory."""
+    theirs = run.inventories.get(adopter)
     held = {e.key.identity() for e in theirs.entries}
     moved = [e for e in inventory.entries if e.key.identity() not in held]
     if moved:
-        tick.note_inventory(ReleaseInventory(release=adopter, entries=(*theirs.entries, *moved)))
-        tick.save_inventory(adopter)
+        joined = ReleaseInventory(release=adopter, entries=(*theirs.entries, *moved))
+        run.inventories.note(joined)
+        run.owners().note_inventory(joined)
+        run.inventories.save(adopter)
 
 
-def _unreadable(tick: Tick) -> str | None:
-    """The first Release or ReleaseSet file of HEAD that cannot be read (it could be a
-    removed one); a ReleaseSet member's own error is not one (its set's file was read)."""
-    snapshot = tick.snapshot
+def _last_versions(
+    repo: GitOpsRepo, head: str, names: Sequence[str], cache: ParseCache
+) -> dict[str, LastVersion | None]:
+    """Each removed Release's last committed version on ``head``'s line: the file the
+    commit that removed it took away, else (no such commit) the ReleaseSet member as the
+    newest commit that generated it had it (``cache``: the repository's parse cache)."""
+    versions = {name: repo.last_version(name, head) for name in names}
+    for name in names:  # no commit removed a file of it: it may have left a ReleaseSet
+        if versions[name] is None:
+            versions[name] = repo.last_member_version(name, head, cache)
+    return versions
+
+
+def _unreadable(snapshot: GitOpsSnapshot) -> str | None:
+    """The first Release or ReleaseSet file of the snapshot that cannot be read (it could
+    be a removed one); a ReleaseSet member's own error is not one (its set's file was
+    read)."""
     broken = sorted(
         [
             (e.path, e.error)
@@ -497,21 +572,30 @@ def _unknown(name: str, version: LastVersion | None) -> str:
     )
 
 
-def _adopter(tick: Tick, name: str, release: Release) -> str | None:
-    """A Release on the same Cluster, new in the repository (no status yet), whose render
-    holds an object of the removed Release's inventory: a rename, or a move."""
+def _held(inventories: Inventories, name: str) -> set[Identity]:
+    """The objects of the removed Release's inventory (none when it cannot be read)."""
     try:
-        held = {e.key.identity() for e in tick.inventory(name).entries}
+        return {e.key.identity() for e in inventories.get(name).entries}
     except StateFailed:
-        return None
+        return set()
+
+
+def _adopter(
+    release: Release,
+    held: Set[Identity],
+    newcomers: Iterable[Release],
+    render: Callable[[Release], Rendered],
+) -> str | None:
+    """A Release on the same Cluster, new in the repository (``newcomers``: no status
+    yet), whose render holds an object of the removed Release's inventory (``held``): a
+    rename, or a move."""
     if not held:
         return None
-    for entry in tick.snapshot.releases.values():
-        other = entry.release
-        if other is None or other.spec.cluster != release.spec.cluster or other.name in tick.opened:
+    for other in newcomers:
+        if other.spec.cluster != release.spec.cluster:
             continue
         try:
-            rendered = stage_render(tick, other)
+            rendered = render(other)
         except ConvoyError:
             continue  # its reconcile reports it
         if any(o.key.identity() in held for o in rendered.render.objects):
@@ -519,36 +603,39 @@ def _adopter(tick: Tick, name: str, release: Release) -> str | None:
     return None
 
 
-def _allowed(tick: Tick, options: RetireOptions) -> Allowed:
+def _allowed(repo: GitOpsRepo, head: str, state_dir: Path, options: RetireOptions) -> Allowed:
     """What lets the guard's deletions through: ``--allow-deletions``, or the trailers of
-    the commits this tick reads for the first time."""
+    the commits this tick reads for the first time (after the last tick's, up to
+    ``head``)."""
     if options.allow_deletions:
         return Allowed(every=True)
-    since = last_head(tick.stores.state_dir)
-    if since is not None and not tick.repo.has_commit(since):
+    since = last_head(state_dir)
+    if since is not None and not repo.has_commit(since):
         since = None  # the recorded commit is gone (history rewritten): HEAD's alone
-    values = tick.repo.trailers(ALLOW_DELETE_TRAILER, since, tick.snapshot.commit)
+    values = repo.trailers(ALLOW_DELETE_TRAILER, since, head)
     return allowed_by_trailers(values)
 
 
-def _last_releases(tick: Tick, last: GitOpsSnapshot | None) -> dict[str, str]:
-    """Release -> Cluster at the commit the last tick read (HEAD's when none is known),
-    ReleaseSet members included; a Release file that did not parse counts, on no Cluster
-    ("")."""
-    snapshot = last if last is not None else tick.snapshot
+def _last_releases(last: GitOpsSnapshot | None, head: GitOpsSnapshot) -> dict[str, str]:
+    """Release -> Cluster at the commit the last tick read (``head``'s when none is
+    known), ReleaseSet members included; a Release file that did not parse counts, on no
+    Cluster ("")."""
+    snapshot = last if last is not None else head
     return {
         name: e.release.spec.cluster if e.release else "" for name, e in snapshot.releases.items()
     }
 
 
-def _last_snapshot(tick: Tick) -> GitOpsSnapshot | None:
+def _last_snapshot(
+    repo: GitOpsRepo, snapshot: GitOpsSnapshot, state_dir: Path, cache: ParseCache
+) -> GitOpsSnapshot | None:
     """The Releases and ReleaseSets of the commit the last tick read (None: none known,
-    or that commit is gone)."""
-    since = last_head(tick.stores.state_dir)
-    if since is None or since == tick.snapshot.commit or not tick.repo.has_commit(since):
-        return tick.snapshot if since == tick.snapshot.commit else None
+    or that commit is gone); ``snapshot`` itself when it is that commit."""
+    since = last_head(state_dir)
+    if since is None or since == snapshot.commit or not repo.has_commit(since):
+        return snapshot if since == snapshot.commit else None
     try:
-        return tick.repo.snapshot(tick.cache("repo"), revision=since)
+        return repo.snapshot(cache, revision=since)
     except UsageError:
         return None
 
@@ -560,10 +647,10 @@ def _set_of(version: LastVersion | None) -> str | None:
     return version.release.metadata.labels.get(LABEL_RELEASE_SET)
 
 
-def _uncertain(tick: Tick, set_name: str | None) -> str | None:
+def _uncertain(snapshot: GitOpsSnapshot, set_name: str | None) -> str | None:
     """Why a gone member of ``set_name`` is not retired now: its set's member set cannot
     be told (GenerationFailed), so it may still be a member."""
-    entry = tick.snapshot.sets.get(set_name or "")
+    entry = snapshot.sets.get(set_name or "")
     if entry is None or entry.failed is None:
         return None
     return f"deletion waits: ReleaseSet {set_name}: GenerationFailed: {entry.failed}"

@@ -6,11 +6,14 @@ hands out the stores and one deployer per Cluster. Does I/O (through the stores)
 What is whose. The context, read-only once opened: ``now``, ``repo``, ``snapshot``,
 ``forced``, ``stores``, ``status_store``, ``sources``, ``charts``, and handles that guard
 themselves: the inventories (:class:`~convoy_batch.store.Inventories`), the deployers
-(:class:`Deployers`). What Releases share across threads is one object, :class:`Shared`
-(HEAD's statuses as opened, each Release's render and new status, a ReleaseSet's flights,
-the ownership index, the parse caches, the CEL programs), whose docstring is the
-threading rule; what the retirement pass learns before any deployer is made is
-:class:`Retired`. Nothing of one Release is written in a field of the context.
+(:class:`~convoy_batch.deployers.factory.Deployers`). What Releases share across threads
+is one object, :class:`~convoy_batch.engine.shared.Shared` (HEAD's statuses as opened,
+each Release's render and new status, a ReleaseSet's flights, the ownership index, the
+parse caches, the CEL programs), whose docstring is the threading rule; a status is
+assembled and committed at :attr:`Tick.desk`; what the retirement pass decides of removed
+Releases is :class:`Retired`, given whole. Nothing of one Release is written in a field of
+the context: its reconcile is a value of its own
+(:class:`~convoy_batch.engine.run.ReleaseRun`).
 
 Every cache, in one table (each module states its own invariant where the cache is
 built; this is the index). Cache: key; valid while; lifetime and invalidation.
@@ -63,6 +66,7 @@ import git
 from convoy_batch.deployers.base import Deployer
 from convoy_batch.deployers.factory import DeployerFactory, Deployers, make_deployer
 from convoy_batch.deployers.targets import Targets
+from convoy_batch.engine.handler import StatusDesk
 from convoy_batch.engine.ownership import Ownership
 from convoy_batch.engine.shared import Shared
 from convoy_batch.engine.stages.act import BeforeChange, Writes, no_record
@@ -79,20 +83,6 @@ from convoy_batch.status.store import StatusStore
 from convoy_batch.store import Inventories, Stores
 
 log = logging.getLogger("convoy_batch")
-
-
-def default_state_dir(repo: Path) -> Path:
-    """``$CONVOY_STATE``, else ``<repo>/.convoy`` (added to ``.git/info/exclude``)."""
-    env = os.environ.get("CONVOY_STATE")
-    if env:
-        return Path(env)
-    exclude = repo / ".git" / "info" / "exclude"
-    if exclude.parent.is_dir():
-        text = exclude.read_text() if exclude.exists() else ""
-        if ".convoy/" not in text.splitlines():
-            with exclude.open("a") as f:
-                f.write(("" if text.endswith("\n") or not text else "\n") + ".convoy/\n")
-    return repo / ".convoy"
 
 
 def refuse_tracked_state(repo: GitOpsRepo, state_dir: Path) -> None:
@@ -124,14 +114,15 @@ def refuse_tracked_state(repo: GitOpsRepo, state_dir: Path) -> None:
         )
 
 
-@dataclass
+@dataclass(frozen=True)
 class Retired:
-    """What the retirement pass (``engine/retire.py``) learns of removed Releases, before
-    any deployer is made; written by that pass alone, on the tick's thread."""
+    """What the retirement pass (``engine/retire.py``) decided of removed Releases, as the
+    tick holds it: one value, given whole by that pass's entry points on the tick's thread
+    (where they were, before any deployer is made; then whose status file goes)."""
 
-    gone: dict[str, str] = field(default_factory=dict)
+    gone: Mapping[str, str] = field(default_factory=dict)
     """Removed Release -> its Cluster, as its last committed version said."""
-    removed: set[str] = field(default_factory=set)
+    removed: frozenset[str] = frozenset()
     """Removed Releases whose status file this tick removes (a retirement's commit)."""
 
 
@@ -206,6 +197,11 @@ class Tick:
     def status(self, name: str) -> ReleaseStatus:
         """The Release's status: the one this tick committed, else the one it opened."""
         return self.shared.status_of(name)
+
+    @functools.cached_property
+    def desk(self) -> StatusDesk:
+        """Where the tick's new statuses are assembled and committed (SPEC 10)."""
+        return StatusDesk(self.shared, self.status_store, self.stores.state_dir, self.now)
 
     def statuses(self) -> dict[str, ReleaseStatus]:
         """Every Release's status as :meth:`status` gives it (the render GC reads them)."""

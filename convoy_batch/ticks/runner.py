@@ -1,14 +1,17 @@
 """A tick over many Releases: observe, pick the due ones (:mod:`.due`), reconcile each
-under its lock, then commit changed statuses, garbage-collect renders once, push once and
-notify (:mod:`.finish`).
+under its lock, then commit changed statuses, garbage-collect renders once and push once
+(:mod:`.finish`), and notify.
 
-This is the library call that the CLI and the Dagster assets both make. Does I/O.
+This is the library call that the CLI and the Dagster assets both make. Of
+:mod:`convoy_batch.ticks`, only it and :mod:`.shards` open the tick
+(:class:`~convoy_batch.engine.tick.Tick`); the other modules are given what they read of
+it. Does I/O.
 """
 
 import gc
 import logging
 import threading
-from collections.abc import Iterator, Sequence, Set
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from datetime import datetime
@@ -16,10 +19,11 @@ from functools import partial
 from pathlib import Path
 
 from convoy_batch.deployers.factory import DeployerFactory, make_deployer
-from convoy_batch.engine.handler import Handled, sync_handler
+from convoy_batch.engine.handler import Handled
 from convoy_batch.engine.retire import (
     RetireOptions,
     forget_retired,
+    gone_names,
     remember_head,
     retire_removed,
 )
@@ -36,17 +40,20 @@ from convoy_batch.health.cel import rules_for
 from convoy_batch.health.observer import observe
 from convoy_batch.models import (
     Cluster,
+    Release,
     ReleaseInventory,
+    ReleaseStatus,
 )
-from convoy_batch.notify import Notifier
+from convoy_batch.notify import Notifier, ReleaseFacts, TickFacts
 from convoy_batch.reasons import Reason
 from convoy_batch.reconcile import handle_release
 from convoy_batch.repo.gitops import ReleaseEntry
 from convoy_batch.rollout.depends import depth, in_order
 from convoy_batch.state.locks import LockBusy
 from convoy_batch.status.remote import Clone, remote_url, tick_clone
-from convoy_batch.ticks.due import dependency_graph, is_due, progressing
-from convoy_batch.ticks.finish import any_unstored, finish_run, notification_facts, set_warnings
+from convoy_batch.store import Inventories
+from convoy_batch.ticks.due import DueFacts, dependency_graph, is_due, progressing
+from convoy_batch.ticks.finish import any_unstored, finish_run, set_warnings
 from convoy_batch.ticks.options import TickOptions, TickReport
 
 log = logging.getLogger("convoy_batch")
@@ -156,13 +163,62 @@ PARALLEL_RELEASES = 32
 waiting for the API server."""
 
 
+def due_facts(tick: Tick) -> DueFacts:
+    """What :func:`~convoy_batch.ticks.due.is_due` reads of the tick."""
+    return DueFacts(
+        snapshot=tick.snapshot,
+        stores=tick.stores,
+        status_of=tick.status,
+        sources=tick.sources,
+        charts=tick.charts,
+        now=tick.now,
+        forced=tick.forced,
+    )
+
+
+def open_between(repo: Path, state_dir: Path, now: datetime) -> tuple[Tick, DueFacts, list[str]]:
+    """A tick opened for a reader between ticks (the wake-up sensor and the tick schedule:
+    :mod:`convoy_batch.ticks.wakeups`): the tick, to observe Releases with
+    (:func:`observe_release`), what is due read of it (:func:`due_facts`), and the
+    removed Releases whose status file HEAD still holds."""
+    tick = Tick.open(repo, state_dir, now)
+    return tick, due_facts(tick), gone_names(tick.snapshot, tick.opened)
+
+
+def notification_facts(tick: Tick) -> TickFacts:
+    """What the tick's notifications read of it (the Alerts' selectors: each Release's
+    Cluster and labels at the commit the tick starts from; a removed Release's from its
+    last committed version)."""
+    releases = {
+        name: ReleaseFacts(name, entry.release.spec.cluster, entry.release.metadata.labels)
+        for name, entry in tick.snapshot.releases.items()
+        if entry.release is not None
+    }
+    # A removed Release, as its last committed version said.
+    for name in gone_names(tick.snapshot, tick.opened):
+        version = tick.repo.last_version(name, tick.snapshot.commit)
+        if version is not None and version.release is not None:
+            spec, meta = version.release.spec, version.release.metadata
+            releases[name] = ReleaseFacts(name, spec.cluster, meta.labels)
+    return TickFacts(
+        repo=tick.repo.repo,
+        start=tick.snapshot.commit,
+        state_dir=tick.stores.state_dir,
+        locks=tick.stores.locks,
+        now=tick.now,
+        releases=releases,
+        cache=tick.cache("repo"),
+    )
+
+
 def due_entries(
     tick: Tick, entries: Sequence[ReleaseEntry], options: TickOptions, report: TickReport
 ) -> tuple[list[ReleaseEntry], set[str]]:
     """The entries to reconcile (named ones, else the due ones and those a killed tick
     left a record for), and those of them whose health is to be observed just before each
-    is reconciled (:func:`observe_due`); the others go to ``report.skipped`` with the
-    health seen of them written."""
+    is reconciled (``later``: see :func:`_reconcile_due`); the others go to
+    ``report.skipped`` with the health seen of them written."""
+    facts = due_facts(tick)
     due = []
     later: set[str] = set()
     unfinished = tick.stores.intents.names()  # a killed tick's decisions: completed first
@@ -171,58 +227,51 @@ def due_entries(
         # Health is read where it matters: a Progressing Release (its wake-ups depend on
         # it) and every Release about to be reconciled (the verdict and lastHealthy).
         inventory = None
-        if options.observe_first and not every and progressing(tick, entry):
+        if options.observe_first and not every and progressing(facts.status_of(entry.name)):
             inventory = observe_release(tick, entry, save=False)
         if not options.names and entry.name not in unfinished:
-            if not is_due(tick, entry, inventory, options.all_releases):
+            if not is_due(facts, entry, inventory, options.all_releases):
                 report.skipped[entry.name] = "not due"
                 if inventory is not None:
-                    _save_observed(tick, entry)
+                    _save_observed(tick.inventories, entry.name)
                 continue
             if options.observe_first and inventory is None:
                 later.add(entry.name)
         elif options.observe_first and every:
             later.add(entry.name)
         due.append(entry)
-    return _with_dependents(tick, entries, due, options, report, later), later
-
-
-def observe_due(tick: Tick, entry: ReleaseEntry, later: Set[str]) -> None:
-    """Observe a due Release just before it is reconciled, when its health decided
-    nothing yet (``later``, :func:`due_entries`): each inventory is then held from its
-    observation until its Release is handled, not the fleet's from the tick's start
-    (10,000 Releases: 120 MiB). Its objects are read whatever the observer's memo holds;
-    its sync reads them again from the deployer's memory of them."""
-    if entry.name in later:
-        observe_release(tick, entry, save=False, recall=False)
+    if options.names:  # the named ones, and none other
+        return due, later
+    graph = dependency_graph(tick.snapshot.releases)
+    chosen, added = _with_dependents(due, entries, graph, facts.status_of)
+    for name in added:
+        report.skipped.pop(name, None)
+        if options.observe_first:
+            later.add(name)
+    return chosen, later
 
 
 def _with_dependents(
-    tick: Tick,
-    entries: Sequence[ReleaseEntry],
     due: list[ReleaseEntry],
-    options: TickOptions,
-    report: TickReport,
-    later: set[str],
-) -> list[ReleaseEntry]:
+    entries: Sequence[ReleaseEntry],
+    graph: Mapping[str, Sequence[str]],
+    status_of: Callable[[str], ReleaseStatus],
+) -> tuple[list[ReleaseEntry], list[str]]:
     """``due`` and the Releases waiting for a dependency that is due in this tick (it may
-    become ready in it: they go after it, in the same tick), in the entries' order (those
-    added are observed later, as ``later`` says)."""
-    graph = dependency_graph(tick)
-    if not graph or options.names:
-        return due
+    become ready in it: they go after it, in the same tick), in the entries' order; and
+    the names of those added (observed later, as due ones are)."""
+    if not graph:
+        return due, []
     chosen = {e.name for e in due}
-    by_name = {e.name: e for e in entries}
-    for name in in_order(list(by_name), graph):
+    added = []
+    for name in in_order([e.name for e in entries], graph):
         if name in chosen or not any(d in chosen for d in graph.get(name, ())):
             continue
-        attempt = tick.status(name).last_attempted
+        attempt = status_of(name).last_attempted
         if attempt is not None and attempt.reason == Reason.WAITING_FOR_DEPENDENCY:
             chosen.add(name)
-            report.skipped.pop(name, None)
-            if options.observe_first:
-                later.add(name)
-    return [e for e in entries if e.name in chosen]
+            added.append(name)
+    return [e for e in entries if e.name in chosen], added
 
 
 def _reconcile_due(
@@ -232,20 +281,29 @@ def _reconcile_due(
     due, later = due_entries(tick, entries, options, report)
     tick.stores.locks.make_release_locks([e.name for e in due])
     results: dict[str, Handled | str] = {}
-    graph = dependency_graph(tick)
-    for group in by_cluster_wave(tick, due):
+    graph = dependency_graph(tick.snapshot.releases)
+    clusters = tick.snapshot.clusters
+    # A due Release whose health decided nothing yet (``later``) is observed just before
+    # it is reconciled: each inventory is then held from its observation until its
+    # Release is handled, not the fleet's from the tick's start (10,000 Releases:
+    # 120 MiB). Its objects are read whatever the observer's memo holds; its sync reads
+    # them again from the deployer's memory of them.
+    observe = partial(observe_release, tick, save=False, recall=False)
+    for group in by_cluster_wave(clusters, due):
         # The cluster wave gate reads only lower waves, which are done by then; a
         # dependency goes before its dependents (they read the status it gives).
         by_name = {e.name: e for e in group}
         group = [by_name[n] for n in in_order(list(by_name), graph)]
-        remote = [e for e in group if _on_kubernetes(tick, e)]
+        remote = [e for e in group if _on_kubernetes(clusters, e)]
         for entry in group:
             if entry not in remote:
-                observe_due(tick, entry, later)
+                if entry.name in later:
+                    observe(entry)
                 results[entry.name] = _handle_locked(tick, entry)
         for entry in remote:  # one by one, here, before they are reconciled side by side
-            observe_due(tick, entry, later)
-        _render_in_order(tick, remote)
+            if entry.name in later:
+                observe(entry)
+        _render_in_order(partial(stage_render, tick), remote)
         layers = depth([e.name for e in remote], graph)
         with ThreadPoolExecutor(PARALLEL_RELEASES, thread_name_prefix="convoy") as pool:
             for layer in sorted(set(layers.values())):
@@ -264,26 +322,27 @@ def _reconcile_due(
             report.handled.append(result)
 
 
-def _render_in_order(tick: Tick, entries: Sequence[ReleaseEntry]) -> None:
-    """Render the Releases one by one in repository order before they are reconciled side
-    by side, so which Release owns an object shared by two renders does not depend on
-    which thread comes first (rendering is CPU-bound: nothing is lost). A render that
-    fails fails again, and is reported, when its Release is reconciled."""
+def _render_in_order(render: Callable[[Release], object], entries: Sequence[ReleaseEntry]) -> None:
+    """Render (``render``: the tick's :func:`stage_render`) the Releases one by one in
+    repository order before they are reconciled side by side, so which Release owns an
+    object shared by two renders does not depend on which thread comes first (rendering
+    is CPU-bound: nothing is lost). A render that fails fails again, and is reported,
+    when its Release is reconciled."""
     for entry in entries:
         if entry.release is not None:
             try:
-                stage_render(tick, entry.release)
+                render(entry.release)
             except ConvoyError:
                 continue
 
 
-def _save_observed(tick: Tick, entry: ReleaseEntry) -> None:
+def _save_observed(inventories: Inventories, name: str) -> None:
     """Write the health observed of a Release that is not reconciled (when it is, its
     inventory is written once, after the reconcile)."""
     try:
-        tick.save_inventory(entry.name)
+        inventories.save(name)
     except StateFailed as exc:
-        log.warning("%s: health not recorded: %s", entry.name, exc)
+        log.warning("%s: health not recorded: %s", name, exc)
 
 
 RACED = "another tick committed its status after this one read it; the next tick goes on"
@@ -306,23 +365,25 @@ def _handle_locked(tick: Tick, entry: ReleaseEntry) -> "Handled | str":
     except StateFailed as exc:  # its lock file cannot be used
         outcome = failed(exc)
         empty = ReleaseInventory(release=entry.name)
-        return sync_handler(tick, entry.name, entry.release, outcome, empty, None)
+        return tick.desk.sync_handler(entry.name, entry.release, outcome, empty, None)
 
 
-def cluster_of(tick: Tick, entry: ReleaseEntry) -> Cluster | None:
-    return tick.snapshot.clusters.get(entry.release.spec.cluster) if entry.release else None
+def cluster_of(clusters: Mapping[str, Cluster], entry: ReleaseEntry) -> Cluster | None:
+    return clusters.get(entry.release.spec.cluster) if entry.release else None
 
 
-def _on_kubernetes(tick: Tick, entry: ReleaseEntry) -> bool:
-    cluster = cluster_of(tick, entry)
+def _on_kubernetes(clusters: Mapping[str, Cluster], entry: ReleaseEntry) -> bool:
+    cluster = cluster_of(clusters, entry)
     return cluster is not None and cluster.spec.kubernetes is not None
 
 
-def by_cluster_wave(tick: Tick, entries: Sequence[ReleaseEntry]) -> list[list[ReleaseEntry]]:
+def by_cluster_wave(
+    clusters: Mapping[str, Cluster], entries: Sequence[ReleaseEntry]
+) -> list[list[ReleaseEntry]]:
     """Entries grouped by their Cluster's wave, lowest first (no Cluster: first)."""
     groups: dict[int, list[ReleaseEntry]] = {}
     for entry in entries:
-        cluster = cluster_of(tick, entry)
+        cluster = cluster_of(clusters, entry)
         groups.setdefault(cluster.spec.wave if cluster else -(2**31), []).append(entry)
     return [groups[wave] for wave in sorted(groups)]
 
@@ -346,8 +407,8 @@ def run_tick(
     ``deployer_factory`` builds each Cluster's deployer (tests inject failures there).
     ``shard``: only these Releases, one part of a tick run by several processes
     (:mod:`convoy_batch.ticks.shards`); the render garbage collection and the push are left to
-    the caller, once every part is done (:func:`finish_tick`). ``orphan`` and
-    ``allow_deletions``: see :class:`TickOptions`."""
+    the caller, once every part is done (:func:`~convoy_batch.ticks.shards.finish_tick`).
+    ``orphan`` and ``allow_deletions``: see :class:`TickOptions`."""
     options = TickOptions(
         tuple(names),
         all_releases,
@@ -367,22 +428,25 @@ def run_with(
     options: TickOptions,
     deployer_factory: DeployerFactory = make_deployer,
 ) -> TickReport:
-    """:func:`run_tick` with its options as one value (a shard's worker is given them)."""
+    """:func:`run_tick` with its options as one value (a shard's worker is given them).
+    The remote's URL (:func:`~convoy_batch.status.remote.remote_url`) is read here, once,
+    and passed down beside the options, never in them (a shard's are stored)."""
+    remote = remote_url()
     # A shard works in its parent's clone, which the parent brought up to date.
     clones = tick_clone(repo, state_dir) if options.shard is None else nullcontext(None)
     with collections_paused(), clones as clone:
-        return _run_tick(repo, state_dir, now, options, deployer_factory, clone)
+        tick = Tick.open(
+            repo, state_dir, now, forced=options.forced, deployer_factory=deployer_factory
+        )
+        return _run_tick(tick, options, clone, remote)
 
 
 def _run_tick(
-    repo: Path,
-    state_dir: Path,
-    now: datetime,
-    options: TickOptions,
-    deployer_factory: DeployerFactory,
-    clone: Clone | None,
+    tick: Tick, options: TickOptions, clone: Clone | None, remote: str | None
 ) -> TickReport:
-    tick = Tick.open(repo, state_dir, now, forced=options.forced, deployer_factory=deployer_factory)
+    """The tick, once opened (:func:`run_tick`), in ``clone`` when it works in one of its
+    own; ``remote``: the remote's URL when the repository is a clone of one (a shard's
+    too: it works in its parent's), else None."""
     entries = select(tick, options.names)
     if options.shard is not None:
         entries = [e for e in entries if e.name in options.shard]
@@ -390,28 +454,29 @@ def _run_tick(
     notifier = Notifier.open(notification_facts(tick)) if options.shard is None else None
     report = TickReport()
     if options.shard is None:
-        report.set_warnings = set_warnings(tick)
+        report.set_warnings = set_warnings(tick.snapshot.sets)
     with tick.status_store.batch():
         retirements(tick, options, report)
         _reconcile_due(tick, entries, options, report)
         if options.shard is None:  # a sharded tick's parent records them once shards end
-            record_sets(tick)
+            record_sets(tick.desk, tick.snapshot, tick.retired.removed)
     report.commit_error = tick.status_store.error
     # Statuses of this tick that HEAD lacks (commits not written) must not steer the GC.
     in_git = tick.status_store.error is None or tick.status_store.landed
     # The decisions are in git: their records can go (from a clone, once they are kept
-    # on the remote or in the state directory: see _finish).
-    if in_git and remote_url() is None:
+    # on the remote or in the state directory: see finish.push_clone).
+    if in_git and remote is None:
         for handled in report.handled:
             tick.stores.intents.clear(handled.name)
     if in_git:  # from a clone, a retirement's record goes once HEAD lacks its status
-        forget_retired(tick, report.handled if remote_url() is None else ())
+        forget_retired(tick, report.handled if remote is None else ())
     if options.shard is None and not options.names:
         remember_head(tick)
     unstored = any_unstored(tick.stores.writer.drain())  # renders on disk before the GC looks
     report.collectable = in_git and not unstored
     if options.shard is None:
-        report.push_warning = finish_run(tick, report, clone)
+        finished = finish_run(tick.status_store, tick.stores, tick.statuses, report, clone)
+        report.push_warning = finished
     if notifier is not None:  # the events of the status commits, now they have landed
         notifier.deliver()
     tick.close()

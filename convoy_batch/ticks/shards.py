@@ -25,7 +25,7 @@ report a sharded tick as they report one tick. Does I/O (processes, through the 
 
 import logging
 import multiprocessing
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -34,15 +34,18 @@ from pathlib import Path
 from convoy_batch.engine.retire import forget_retired, remember_head
 from convoy_batch.engine.setstatus import record_sets
 from convoy_batch.engine.tick import Tick
+from convoy_batch.models import Cluster
 from convoy_batch.notify import Notifier
-from convoy_batch.status.remote import Clone, remote_url, shard_clone, tick_clone
-from convoy_batch.ticks.finish import finish_shard, finish_tick, notification_facts, push_kept
+from convoy_batch.repo.gitops import ReleaseEntry
+from convoy_batch.status.remote import Clone, push_apart, remote_url, shard_clone, tick_clone
+from convoy_batch.ticks.finish import drop_kept_records, finish_run, push_clone
 from convoy_batch.ticks.options import TickOptions, TickReport
 from convoy_batch.ticks.runner import (
     by_cluster_wave,
     cluster_of,
     collections_paused,
     due_entries,
+    notification_facts,
     retirements,
     run_with,
     select,
@@ -60,20 +63,23 @@ class Shard:
     releases: frozenset[str]
 
 
-def plan_shards(tick: Tick, jobs: int, names: Sequence[str] = ()) -> list[list[Shard]]:
-    """The shards of a tick, grouped by cluster wave, lowest first: at most ``jobs`` per
-    wave, each a whole number of Clusters, as even in Releases as a greedy fill makes
-    them (the largest Cluster into the lightest shard). One shard per worker and wave,
-    not one per Cluster: each shard opens the tick once (reads the repository's Releases
-    and statuses), which a fleet of small Clusters would otherwise pay again and again."""
+def plan_shards(
+    clusters: Mapping[str, Cluster], entries: Sequence[ReleaseEntry], jobs: int
+) -> list[list[Shard]]:
+    """The shards of a tick's ``entries`` (``clusters``: the snapshot's), grouped by
+    cluster wave, lowest first: at most ``jobs`` per wave, each a whole number of
+    Clusters, as even in Releases as a greedy fill makes them (the largest Cluster into
+    the lightest shard). One shard per worker and wave, not one per Cluster: each shard
+    opens the tick once (reads the repository's Releases and statuses), which a fleet of
+    small Clusters would otherwise pay again and again."""
     waves = []
-    for group in by_cluster_wave(tick, select(tick, names)):
-        clusters: dict[str, set[str]] = {}
+    for group in by_cluster_wave(clusters, entries):
+        clusters_of: dict[str, set[str]] = {}
         for entry in group:
-            cluster = cluster_of(tick, entry)
-            clusters.setdefault(cluster.name if cluster else "", set()).add(entry.name)
+            cluster = cluster_of(clusters, entry)
+            clusters_of.setdefault(cluster.name if cluster else "", set()).add(entry.name)
         bins: list[tuple[list[str], set[str]]] = [([], set()) for _ in range(jobs)]
-        for name, releases in sorted(clusters.items(), key=lambda c: (-len(c[1]), c[0])):
+        for name, releases in sorted(clusters_of.items(), key=lambda c: (-len(c[1]), c[0])):
             lightest = min(bins, key=lambda b: len(b[1]))
             lightest[0].append(name)
             lightest[1].update(releases)
@@ -115,31 +121,33 @@ class Plan:
     """The reports of the shards run so far (the Dagster job carries them wave to wave)."""
 
 
-def plan_tick(tick: Tick, jobs: int, options: TickOptions) -> Plan:
+def plan_tick(tick: Tick, jobs: int, options: TickOptions, remote: str | None) -> Plan:
     """Retire the removed Releases (committed in a batch of their own, before the shards),
     find what is due once (a quiet tick starts no shard: no wave) and deal the due
-    Releases into shards. Named Releases and ``--all`` are every one of them."""
+    Releases into shards. Named Releases and ``--all`` are every one of them. ``remote``:
+    the remote's URL when the repository is a clone of one, else None."""
     entries = select(tick, options.names)
     chosen = TickReport()
     with tick.status_store.batch():
         retirements(tick, options, chosen)
     chosen.commit_error = tick.status_store.error
     if tick.status_store.error is None or tick.status_store.landed:
-        forget_retired(tick, chosen.handled if remote_url() is None else ())
+        forget_retired(tick, chosen.handled if remote is None else ())
     if not options.names:
         remember_head(tick)
     if options.names or options.all_releases:
-        due = [e.name for e in entries]
+        due = list(entries)
     else:
-        due = [e.name for e in due_entries(tick, entries, options, chosen)[0]]
+        due = due_entries(tick, entries, options, chosen)[0]
     chosen.handled = [h.settled() for h in chosen.handled]
     with_sets = bool(tick.snapshot.sets or tick.status_store.set_statuses)
     order = {e.name: i for i, e in enumerate(entries)}
-    waves = plan_shards(tick, jobs, due) if due else []
+    waves = plan_shards(tick.snapshot.clusters, due, jobs) if due else []
+    names = [e.name for e in due]
     repo, state_dir, now = tick.repo.path, tick.stores.state_dir, tick.now
     parts = [
         [
-            Part(repo, state_dir, now, _shard_options(options, due, shard.releases), w, i)
+            Part(repo, state_dir, now, _shard_options(options, names, shard.releases), w, i)
             for i, shard in enumerate(wave)
         ]
         for w, wave in enumerate(waves)
@@ -212,35 +220,20 @@ def run_waves(waves: Sequence[Sequence[Part]], jobs: int) -> list[TickReport]:
 
 
 def run_sharded(
-    repo: Path,
-    state_dir: Path,
-    now: datetime,
-    jobs: int,
-    names: Sequence[str] = (),
-    *,
-    all_releases: bool = False,
-    forced: Set[str] = frozenset(),
-    observe_first: bool = True,
-    orphan: bool = False,
-    allow_deletions: bool = False,
+    repo: Path, state_dir: Path, now: datetime, jobs: int, options: TickOptions
 ) -> TickReport:
     """One tick, its shards on up to ``jobs`` worker processes (see module doc): the
     report of a single tick, the Releases in the order it gives them. A clone of the
-    remote is brought up to date once, here, and its shards work in it."""
-    options = TickOptions(
-        tuple(names),
-        all_releases,
-        frozenset(forced),
-        observe_first,
-        orphan=orphan,
-        allow_deletions=allow_deletions,
-    )
+    remote is brought up to date once, here, and its shards work in it. ``options`` as
+    :func:`~convoy_batch.ticks.runner.run_with` takes them (no ``shard``: the plan deals
+    them); the remote's URL is read here, once."""
+    remote = remote_url()
     with tick_clone(repo, state_dir) as clone, collections_paused():
         tick = Tick.open(repo, state_dir, now)
         try:
             # Opened before the shards commit, so that their commits are its events.
             notifier = Notifier.open(notification_facts(tick))
-            plan = plan_tick(tick, jobs, options)
+            plan = plan_tick(tick, jobs, options, remote)
             report = finish_sharded(plan, run_waves(plan.waves, jobs), clone)
             if notifier is not None:
                 notifier.deliver()
@@ -254,12 +247,15 @@ def start_sharded(
 ) -> Plan:
     """The plan of a tick whose shards run apart (the Dagster job's first op): the
     notifications' cursor started where the tick starts, and, with a remote, the clone
-    brought up to date and the retirements' commits pushed before the shards fetch."""
+    brought up to date and the retirements' commits pushed before the shards fetch. The
+    remote's URL is read here, once, and never kept in the plan (the job's IO manager
+    stores it)."""
+    remote = remote_url()
     with tick_clone(repo, state_dir) as clone, collections_paused():
         tick = Tick.open(repo, state_dir, now)
         try:
             Notifier.open(notification_facts(tick))  # its cursor, at the tick's start
-            plan = plan_tick(tick, jobs, options)
+            plan = plan_tick(tick, jobs, options, remote)
         finally:
             tick.close()
         if clone is not None:
@@ -306,9 +302,48 @@ def _record_sets(repo: Path, state_dir: Path, now: datetime, report: TickReport)
     tick = Tick.open(repo, state_dir, now)
     try:
         with tick.status_store.batch():
-            record_sets(tick)
+            record_sets(tick.desk, tick.snapshot, tick.retired.removed)
         if tick.status_store.error is not None and report.commit_error is None:
             report.commit_error = tick.status_store.error
+    finally:
+        tick.close()
+
+
+def finish_tick(
+    repo: Path, state_dir: Path, now: datetime, report: TickReport, clone: Clone | None = None
+) -> str | None:
+    """:func:`~convoy_batch.ticks.finish.finish_run` for a tick whose parts ran as
+    shards, once all are done (the statuses read again: the shards committed them)."""
+    tick = Tick.open(repo, state_dir, now)
+    try:
+        return finish_run(tick.status_store, tick.stores, tick.statuses, report, clone)
+    finally:
+        tick.close()
+
+
+def push_kept(repo: Path, state_dir: Path, now: datetime, clone: Clone) -> str | None:
+    """Push what a clone holds that the remote lacks, keeping it when the push fails, with
+    no garbage collection (the start of a tick whose shards run apart, before they fetch);
+    the push's warning."""
+    tick = Tick.open(repo, state_dir, now)
+    try:
+        return push_clone(tick.status_store, tick.stores.intents, clone)
+    finally:
+        tick.close()
+
+
+def finish_shard(
+    repo: Path, state_dir: Path, now: datetime, names: Set[str], clone: Clone
+) -> str | None:
+    """The end of a shard run apart in a clone of its own: its commits pushed with those
+    the state directory kept (:func:`convoy_batch.status.remote.push_apart`), and the
+    records of its Releases (``names``) dropped once they are kept; the push's warning."""
+    tick = Tick.open(repo, state_dir, now)
+    try:
+        warning, kept = push_apart(tick.status_store.pusher, clone)
+        if kept:
+            drop_kept_records(tick.status_store, tick.stores.intents, names)
+        return warning
     finally:
         tick.close()
 

@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from convoy_batch.engine.tick import Tick, default_state_dir
 from convoy_batch.models import ReleaseInventory, Rollout, TickRecord
 from convoy_batch.notify.outbox import Outbox
 from convoy_batch.repo.gitops import GitOpsRepo, ReleaseEntry
 from convoy_batch.rollout.due import DueReason, health_snapshot
 from convoy_batch.state.locks import LockBusy
 from convoy_batch.status.remote import BUNDLE, fetch_for_reading, remote_url
-from convoy_batch.ticks.due import is_due, progressing
-from convoy_batch.ticks.runner import observe_release
+from convoy_batch.ticks.due import DueFacts, is_due, progressing
+from convoy_batch.ticks.location import default_state_dir
+from convoy_batch.ticks.runner import observe_release, open_between
 
 
 @dataclass(frozen=True)
@@ -87,10 +87,10 @@ def _digest(value: object) -> str:
     return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
 
 
-def _keys(tick: Tick, entry: ReleaseEntry, inventory: ReleaseInventory | None) -> set[str]:
-    reasons = set(is_due(tick, entry, inventory, False)) & WAKE_REASONS
+def _keys(facts: DueFacts, entry: ReleaseEntry, inventory: ReleaseInventory | None) -> set[str]:
+    reasons = set(is_due(facts, entry, inventory, False)) & WAKE_REASONS
     seen = _Seen(
-        entry, inventory, tick.stores.ticks.load(entry.name), tick.status(entry.name).rollout
+        entry, inventory, facts.stores.ticks.load(entry.name), facts.status_of(entry.name).rollout
     )
     keys = (KEYS[reason](seen) for reason in reasons)
     return {key for key in keys if key is not None}
@@ -102,14 +102,16 @@ def wake_keys(repo: Path, state_dir: Path, now: datetime) -> dict[str, set[str]]
     :func:`convoy_batch.ticks.runner.due_entries`); Releases whose lock is held (a reconcile
     is running) are left out. A clone of the remote is fetched first."""
     fetch_for_reading(repo, state_dir)
-    tick = Tick.open(repo, state_dir, now)
+    tick, facts, _ = open_between(repo, state_dir, now)
     found: dict[str, set[str]] = {}
-    for name in sorted(tick.snapshot.releases):
-        entry = tick.snapshot.releases[name]
+    releases = facts.snapshot.releases
+    for name in sorted(releases):
+        entry = releases[name]
         try:
-            with tick.stores.locks.release(name):
-                inventory = observe_release(tick, entry) if progressing(tick, entry) else None
-                found[name] = _keys(tick, entry, inventory)
+            with facts.stores.locks.release(name):
+                observed = progressing(facts.status_of(name))
+                inventory = observe_release(tick, entry) if observed else None
+                found[name] = _keys(facts, entry, inventory)
         except LockBusy:
             continue
     return found
@@ -123,25 +125,26 @@ def work_waiting(repo: Path, state_dir: Path, now: datetime) -> list[str]:
     Release whose retirement waits, the notifications due for another attempt, and, from
     a clone, status commits a failed push left to push. A clone of the remote is fetched
     first. Reads only: no lock, no observation."""
+    remote = remote_url()
     fetch_for_reading(repo, state_dir)
-    tick = Tick.open(repo, state_dir, now)
+    _, facts, gone = open_between(repo, state_dir, now)
     try:
         found = []
-        for name in sorted(tick.snapshot.releases):
-            reasons = is_due(tick, tick.snapshot.releases[name], None, False)
+        releases = facts.snapshot.releases
+        for name in sorted(releases):
+            reasons = is_due(facts, releases[name], None, False)
             if reasons:
                 found.append(f"{name} ({' and '.join(reasons)})")
-        found += [f"{name} (unfinished)" for name in sorted(tick.stores.intents.names())]
-        removed = set(tick.opened) - set(tick.snapshot.releases) - set(tick.snapshot.sets)
-        removed |= tick.stores.retiring.names()
+        found += [f"{name} (unfinished)" for name in sorted(facts.stores.intents.names())]
+        removed = set(gone) | facts.stores.retiring.names()
         found += [f"{name} (removed)" for name in sorted(removed)]
         if any(entry.due(now) for entry in Outbox(state_dir).pending()):
             found.append("notifications to retry")
-        if remote_url() is not None and (state_dir / BUNDLE).exists():
+        if remote is not None and (state_dir / BUNDLE).exists():
             found.append("status commits to push")
         return found
     finally:
-        tick.sources.close()  # its git readers; nothing else of it is written
+        facts.sources.close()  # its git readers; nothing else of it is written
 
 
 def woken(current: Mapping[str, Iterable[str]], seen: Mapping[str, Iterable[str]]) -> list[str]:

@@ -42,25 +42,28 @@ Decided:
 
 import difflib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
+from convoy_batch.deployers.base import Deployer
 from convoy_batch.deployers.kubediff import as_stored, covers, sets_nothing
 from convoy_batch.engine.retire import (
-    Decided,
+    Retirement,
     decide_retirements,
     planned_message,
     retired_kept,
 )
 from convoy_batch.engine.stages.drift import rules_of
 from convoy_batch.engine.stages.hooks import deleted_hooks
-from convoy_batch.engine.stages.render import resolve_cluster, stage_render
+from convoy_batch.engine.stages.render import stage_render
 from convoy_batch.engine.tick import Tick
 from convoy_batch.errors import ConvoyError, RenderFailed
-from convoy_batch.manifests.drift import MISSING, WHOLE, managed, restore, value_at
+from convoy_batch.manifests.drift import MISSING, WHOLE, Rules, managed, restore, value_at
 from convoy_batch.manifests.sealed import is_sealed, shown
 from convoy_batch.models import (
     ANNOTATION_RENDER,
@@ -69,12 +72,14 @@ from convoy_batch.models import (
     ObjectKey,
     Release,
     ReleaseInventory,
+    RenderRecord,
     key_of,
 )
 from convoy_batch.renderers.pipeline import Manifest, Render, load_render
 from convoy_batch.renderers.sops import decrypt, key_file
-from convoy_batch.repo.gitops import ReleaseEntry
+from convoy_batch.repo.gitops import GitOpsRepo, ReleaseEntry
 from convoy_batch.rollout.retire import Fate
+from convoy_batch.store import RenderStore
 from convoy_batch.views.inspect import plan_entry
 
 Change = Literal["added", "changed", "removed", "kept", "ignored"]
@@ -159,15 +164,16 @@ def diff_releases(
     and every one gone since HEAD), and the cluster-wide warnings."""
     at_rev = tick.snapshot.releases
     diffs = []
-    retiring: dict[str, Decided] | None = None
+    retiring: dict[str, Retirement] | None = None
     for name in names or sorted(set(at_rev) | set(head.snapshot.releases) | set(tick.opened)):
         if name in at_rev:
             diffs.append(diff_release(tick, head, at_rev[name], live))
             continue
         if retiring is None:  # decided once, over every removed Release (the guard)
-            retiring = {d.name: d for d in decide_retirements(tick)}
-        diffs.append(_gone(tick, head, name, retiring.get(name)))
-    return diffs, cluster_warnings(head, diffs)
+            retiring = {r.decided.name: r for r in decide_retirements(tick)}
+        deletes = partial(_deletes, tick.repo, tick.snapshot.commit)
+        diffs.append(_gone(head.inventory(name), name, retiring.get(name), deletes))
+    return diffs, cluster_warnings(head.snapshot.releases, head.inventory, diffs)
 
 
 def diff_release(tick: Tick, head: Tick, entry: ReleaseEntry, live: bool) -> ReleaseDiff:
@@ -176,13 +182,25 @@ def diff_release(tick: Tick, head: Tick, entry: ReleaseEntry, live: bool) -> Rel
     if entry.release is None or row.get("error"):
         return ReleaseDiff(name, error=line)
     release = entry.release
+    read = partial(_readable, release, tick.stores.state_dir)
     try:
         rendered = stage_render(tick, release)  # the render decide made (once a tick)
-        render = _applies(tick, name, rendered.render, row.get("applies"))
-        desired, baseline = _sides(tick, head, name, render, live)
+        healthy = tick.status(name).last_healthy
+        applies = row.get("applies")
+        render = _applies(tick.stores.renders, healthy, name, rendered.render, applies)
+        desired = _desired(read, render)
+        if live:
+            inventory = tick.inventory(name)
+            for ident in deleted_hooks(render, inventory):
+                desired.pop(ident, None)  # a tick does not create them again for this render
+            baseline = _live(tick.deployer(rendered.cluster), render, inventory)
+        else:
+            applied = _applied(tick.stores.renders, read, tick.inventory(name))
+            baseline = applied or _head_render(head, name)
     except ConvoyError as exc:
         return ReleaseDiff(name, error=f"{name}: {exc.reason}: {exc}")
-    changes = compare(desired, baseline, _ignored(tick, release, render) if live else {})
+    rules = rules_of(tick.snapshot.clusters, release)
+    changes = compare(desired, baseline, _ignored(rules, render) if live else {})
     held = render.ref if render is not rendered.render else None
     result = ReleaseDiff(
         name,
@@ -202,47 +220,47 @@ def diff_release(tick: Tick, head: Tick, entry: ReleaseEntry, live: bool) -> Rel
     return result
 
 
-def _applies(tick: Tick, name: str, render: Render, applies: str | None) -> Render:
-    """What the next reconcile really applies: ``render``, or the last healthy render a
-    rollback (or its hold) applies instead (the plan's ``applies``), from the store."""
+def _applies(
+    renders: RenderStore,
+    healthy: RenderRecord | None,
+    name: str,
+    render: Render,
+    applies: str | None,
+) -> Render:
+    """What the next reconcile really applies: ``render``, or the last healthy render
+    (``healthy``) a rollback (or its hold) applies instead (the plan's ``applies``), from
+    the store."""
     if applies is None or applies == render.ref:
         return render
-    blob = tick.stores.renders.get(applies)
+    blob = renders.get(applies)
     if blob is None:
         raise RenderFailed(f"render store has no valid blob for last healthy {applies}")
-    healthy = tick.status(name).last_healthy
     revision = healthy.revision if healthy is not None and healthy.render_ref == applies else None
     return load_render(blob, name, revision)
 
 
-def _sides(
-    tick: Tick, head: Tick, name: str, render: Render, live: bool
-) -> tuple[dict[Identity, tuple[ObjectKey, Manifest]], "_Baseline"]:
-    """What the render wants and what is there now (reads the stores or the cluster)."""
-    desired = _desired(tick, name, render)
-    if not live:
-        return desired, _applied(tick, name) or _head_render(head, name)
-    inventory = tick.inventory(name)
-    for ident in deleted_hooks(render, inventory):
-        desired.pop(ident, None)  # a tick does not create them again for this render
-    return desired, _live(tick, render, inventory)
-
-
-def _gone(tick: Tick, head: Tick, name: str, decided: Decided | None) -> ReleaseDiff:
-    """A Release removed at the revision: what its retirement deletes or leaves, and the
-    verdict (``decided`` None: it has no status file, nothing of it was applied)."""
-    inventory = head.inventory(name)
-    if decided is None:
+def _gone(
+    inventory: ReleaseInventory,
+    name: str,
+    run: Retirement | None,
+    deletes: Callable[[str], bool],
+) -> ReleaseDiff:
+    """A Release removed at the revision (its ``inventory`` as HEAD's tick has it): what
+    its retirement deletes or leaves, and the verdict (``run`` None: it has no status
+    file, nothing of it was applied). ``deletes``: whether its last committed version
+    deletes its objects (:func:`_deletes`, read only when the verdict waits)."""
+    if run is None:
         line = f"{name}: removed at the revision: never reconciled, nothing to delete"
         return ReleaseDiff(name, current=len(inventory.entries), plan_line=line, gone=True)
+    decided = run.decided
     try:
-        planned = planned_message(tick, decided)
+        planned = planned_message(run)
     except ConvoyError as exc:
         planned = f"{exc.reason}: {exc}"
     verdict = {Fate.PENDING: "DeletionPending", Fate.BLOCKED: "DeletionBlocked"}
     line = f"{name}: removed at the revision: {verdict.get(decided.fate, decided.fate)}: {planned}"
-    deleting = decided.fate == Fate.DELETE or (decided.fate in verdict and _deletes(tick, name))
-    keeping = retired_kept(tick, decided, inventory) if deleting else set()
+    deleting = decided.fate == Fate.DELETE or (decided.fate in verdict and deletes(name))
+    keeping = retired_kept(run, inventory) if deleting else set()
     changes = tuple(
         ObjectChange(e.key, "removed" if deleting and e.key.identity() not in keeping else "kept")
         for e in sorted(inventory.entries, key=lambda e: e.key.identity())
@@ -253,21 +271,27 @@ def _gone(tick: Tick, head: Tick, name: str, decided: Decided | None) -> Release
     )  # fmt: skip
 
 
-def _deletes(tick: Tick, name: str) -> bool:
-    """Whether a removed Release's last committed version deletes its objects."""
-    version = tick.repo.last_version(name, tick.snapshot.commit)
+def _deletes(repo: GitOpsRepo, commit: str, name: str) -> bool:
+    """Whether a removed Release's last committed version (before ``commit``) deletes its
+    objects."""
+    version = repo.last_version(name, commit)
     return version is not None and version.release is not None and version.release.spec.deletes
 
 
-def cluster_warnings(head: Tick, diffs: Sequence[ReleaseDiff]) -> list[str]:
-    """A cluster that would lose more than half of its objects."""
+def cluster_warnings(
+    releases: Mapping[str, ReleaseEntry],
+    inventory_of: Callable[[str], ReleaseInventory],
+    diffs: Sequence[ReleaseDiff],
+) -> list[str]:
+    """A cluster that would lose more than half of its objects (``releases`` and
+    ``inventory_of``: HEAD's)."""
     shown = {d.name: d for d in diffs}
     total: dict[str, int] = {}
     deleted: dict[str, int] = {}
-    for name, entry in head.snapshot.releases.items():
+    for name, entry in releases.items():
         if entry.release is not None and name not in shown:
             cluster = entry.release.spec.cluster
-            total[cluster] = total.get(cluster, 0) + len(head.inventory(name).entries)
+            total[cluster] = total.get(cluster, 0) + len(inventory_of(name).entries)
     for d in diffs:
         if d.cluster is not None:
             total[d.cluster] = total.get(d.cluster, 0) + d.current
@@ -295,50 +319,49 @@ def unstamped(obj: Mapping[str, Any]) -> Manifest:
     return {**obj, "metadata": meta}
 
 
-def _desired(tick: Tick, name: str, render: Render) -> dict[Identity, tuple[ObjectKey, Manifest]]:
-    return {
-        o.key.identity(): (o.key, unstamped(_readable(tick, name, o.manifest)))
-        for o in render.objects
-    }
+Readable = Callable[[Manifest], Manifest]
+"""An object of a Release's render as it is compared (:func:`_readable`)."""
 
 
-def _readable(tick: Tick, name: str, obj: Manifest) -> Manifest:
+def _desired(read: Readable, render: Render) -> dict[Identity, tuple[ObjectKey, Manifest]]:
+    return {o.key.identity(): (o.key, unstamped(read(o.manifest))) for o in render.objects}
+
+
+def _readable(release: Release | None, state_dir: Path, obj: Manifest) -> Manifest:
     """A SOPS-sealed object decrypted in memory with its Release's key, so that it is
     compared as the cluster has it (and shown masked, as every Secret); by its file and
     digest when it cannot be decrypted here. Any other object as it is."""
     if not is_sealed(obj):
         return obj
-    entry = tick.snapshot.releases.get(name)
-    release = entry.release if entry is not None else None
     if release is None or release.spec.source.decryption is None:
         return shown(obj)
     try:
-        key = key_file(release, tick.stores.state_dir)
+        key = key_file(release, state_dir)
         return decrypt(obj, key, release.spec.source.decryption.key)
     except RenderFailed:
         return shown(obj)
 
 
-def _applied(tick: Tick, name: str) -> _Baseline | None:
+def _applied(renders: RenderStore, read: Readable, inventory: ReleaseInventory) -> _Baseline | None:
     """The inventory's applied objects, as their applied renders hold them."""
-    entries = [e for e in tick.inventory(name).entries if e.applied_render_ref is not None]
+    entries = [e for e in inventory.entries if e.applied_render_ref is not None]
     if not entries:
         return None
-    renders: dict[str, dict[Identity, Manifest]] = {}
+    seen: dict[str, dict[Identity, Manifest]] = {}
     objects: dict[Identity, tuple[ObjectKey, Manifest | None, bool]] = {}
     for e in entries:
         ref = str(e.applied_render_ref)
-        if ref not in renders:
-            renders[ref] = _stored_render(tick, name, ref)
-        objects[e.key.identity()] = (e.key, renders[ref].get(e.key.identity()), e.prune)
+        if ref not in seen:
+            seen[ref] = _stored_render(renders, read, ref)
+        objects[e.key.identity()] = (e.key, seen[ref].get(e.key.identity()), e.prune)
     return _Baseline("applied", objects)
 
 
-def _stored_render(tick: Tick, name: str, ref: str) -> dict[Identity, Manifest]:
+def _stored_render(renders: RenderStore, read: Readable, ref: str) -> dict[Identity, Manifest]:
     """The objects of a render-store blob by identity (empty when absent or bad)."""
-    blob = tick.stores.renders.get(ref)
+    blob = renders.get(ref)
     docs = json.loads(blob) if blob is not None else []
-    return {key_of(d).identity(): _readable(tick, name, d) for d in docs if isinstance(d, dict)}
+    return {key_of(d).identity(): read(d) for d in docs if isinstance(d, dict)}
 
 
 def _head_render(head: Tick, name: str) -> _Baseline:
@@ -347,23 +370,19 @@ def _head_render(head: Tick, name: str) -> _Baseline:
     if entry is None or entry.release is None:
         return _Baseline("HEAD", {})
     render = stage_render(head, entry.release).render
+    read = partial(_readable, entry.release, head.stores.state_dir)
     return _Baseline(
         "HEAD",
-        {
-            o.key.identity(): (o.key, unstamped(_readable(head, name, o.manifest)), o.prune)
-            for o in render.objects
-        },
+        {o.key.identity(): (o.key, unstamped(read(o.manifest)), o.prune) for o in render.objects},
     )
 
 
-def _live(tick: Tick, render: Render, inventory: ReleaseInventory) -> _Baseline:
-    """The render's objects and the inventory's as the cluster shows them."""
-    release = tick.snapshot.releases[inventory.release].release
-    assert release is not None
+def _live(deployer: Deployer, render: Render, inventory: ReleaseInventory) -> _Baseline:
+    """The render's objects and the inventory's as the cluster (``deployer``) shows them."""
     prune = {e.key.identity(): e.prune for e in inventory.entries}
     keys = {o.key.identity(): o.key for o in render.objects}
     keys.update({e.key.identity(): e.key for e in inventory.entries})
-    found = tick.deployer(resolve_cluster(tick, release)).get_many(keys.values())
+    found = deployer.get_many(keys.values())
     objects: dict[Identity, tuple[ObjectKey, Manifest | None, bool]] = {}
     for key, obj in found.items():
         if obj is not None:
@@ -383,10 +402,9 @@ def _from_server(obj: Mapping[str, Any]) -> Manifest:
 # --- Comparing ---------------------------------------------------------------------------
 
 
-def _ignored(tick: Tick, release: Release, render: Render) -> dict[Identity, tuple[str, ...]]:
+def _ignored(rules: Rules, render: Render) -> dict[Identity, tuple[str, ...]]:
     """The pointers each object's drift rules leave to other managers (none for a hook:
     it is created anew for each render)."""
-    rules = rules_of(tick.snapshot.clusters, release)
     found = {o.key.identity(): rules.ignored(o.manifest) for o in render.objects if o.hook is None}
     return {ident: pointers for ident, pointers in found.items() if pointers}
 

@@ -2,14 +2,13 @@
 do). Reads the repository and the state directory; writes nothing.
 """
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from git import Repo
 
-from convoy_batch.engine.handler import next_status
 from convoy_batch.engine.retire import (
     RetireOptions,
     decide_retirements,
@@ -23,10 +22,10 @@ from convoy_batch.engine.tick import Tick
 from convoy_batch.errors import ConvoyError
 from convoy_batch.health.cel import rules_for
 from convoy_batch.health.observer import observe
-from convoy_batch.models import Release, ReleaseStatus
+from convoy_batch.models import Cluster, Release, ReleaseStatus
 from convoy_batch.reasons import GATE_REASONS, Reason
 from convoy_batch.reconcile import begin, decide, pending_force_sync, waiting_for_verification
-from convoy_batch.repo.gitops import ReleaseEntry, SetEntry
+from convoy_batch.repo.gitops import GitOpsSnapshot, ReleaseEntry, SetEntry
 from convoy_batch.rollout import Outcome
 from convoy_batch.rollout.glance import drift_note, verification_note
 from convoy_batch.rollout.retire import WAITING
@@ -98,7 +97,7 @@ def status_rows(
     else:
         entries = select(tick, [name] if name else [])
         # A removed Release is listed while its status file is there (its deletion waits).
-        gone = [n for n in gone_names(tick) if name in (None, n)]
+        gone = [n for n in gone_names(tick.snapshot, tick.opened) if name in (None, n)]
     commits = last_status_commits(tick.repo.repo, [e.name for e in entries] + gone)
     statuses = {n: tick.status(n) for n in [e.name for e in entries] + gone}
     errors = {e.name: e.error for e in entries}
@@ -106,7 +105,7 @@ def status_rows(
         status_row(n, s, errors.get(n), commits.get(n), tick.snapshot.set_of(n))
         for n, s in statuses.items()
     ]
-    notes = {e.name: _windows(tick, e) for e in entries}
+    notes = {e.name: _windows(tick.snapshot.clusters, tick.now, e) for e in entries}
     for row in rows:
         row["syncWindows"] = notes.get(row["name"])
     lines = [
@@ -128,11 +127,11 @@ def _set_line(name: str, entry: SetEntry) -> str:
     return f"{line}; GenerationFailed: {entry.failed}" if entry.failed else line
 
 
-def _windows(tick: Tick, entry: ReleaseEntry) -> str | None:
+def _windows(clusters: Mapping[str, Cluster], now: datetime, entry: ReleaseEntry) -> str | None:
     """The sync windows in force for a Release (None: none, or no Cluster to read)."""
     release = entry.release
-    cluster = tick.snapshot.clusters.get(release.spec.cluster) if release else None
-    return window_note(release, cluster, tick.now) if release and cluster else None
+    cluster = clusters.get(release.spec.cluster) if release else None
+    return window_note(release, cluster, now) if release and cluster else None
 
 
 def _gate(outcome: Outcome) -> Outcome | None:
@@ -175,7 +174,7 @@ def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
     ref = decision.render.ref
     before = state_name(status.rollout)
     # The rollout the status would get, by the reconcile's own status assembly.
-    rollout = next_status(tick, name, release, outcome, inventory, force_at).rollout
+    rollout = tick.desk.next_status(name, release, outcome, inventory, force_at).rollout
     after = state_name(rollout)
     reason = str(rollout.reason) if rollout else ""
     gate = _gate(outcome)
@@ -211,23 +210,25 @@ def plan_entry(tick: Tick, entry: ReleaseEntry) -> tuple[dict[str, Any], str]:
         line += f"; outcome {outcome.reason}: {outcome.message}"
     if windows is not None and (gate is None or gate.reason != Reason.WAITING_FOR_SYNC_WINDOW):
         line += f"; {windows}"
-    row["verification"], line = _verification(tick, release, status, line)
-    row["generatedBy"] = generated_by(tick, entry)
+    row["verification"], line = _verification(
+        tick.stores.state_dir, tick.now, release, status, line
+    )
+    row["generatedBy"] = generated_by(tick.snapshot, entry)
     if row["generatedBy"] is not None:
         line += f"; {row['generatedBy']}"
     return row, line
 
 
 def _verification(
-    tick: Tick, release: Release, status: ReleaseStatus, line: str
+    state_dir: Path, now: datetime, release: Release, status: ReleaseStatus, line: str
 ) -> tuple[dict[str, Any] | None, str]:
     """The analysis of the render under verification as the kept measurements have it
     now (counts, last value, the next measurement), and the plan's line with it."""
-    checked = verified(tick.stores.state_dir, release, status, tick.now, promote=False)
+    checked = verified(state_dir, release, status, now, promote=False)
     if checked is None or checked.status is None:
         return None, line
     block = checked.status.model_dump(mode="json", by_alias=True)
-    at = next_measurement(tick.stores.state_dir, release, status)
+    at = next_measurement(state_dir, release, status)
     block["nextMeasurement"] = format_time(at) if at is not None else None
     counts = ", ".join(
         f"{a.name} {a.successful} successful {a.failed} failed {a.inconclusive} "
@@ -239,15 +240,15 @@ def _verification(
     return block, line
 
 
-def generated_by(tick: Tick, entry: ReleaseEntry) -> str | None:
+def generated_by(snapshot: GitOpsSnapshot, entry: ReleaseEntry) -> str | None:
     """How a ReleaseSet member came to be: ``generated by ReleaseSet web
     (releases/web.yaml) for Cluster eu1``; None for a hand-written Release."""
-    set_name = tick.snapshot.set_of(entry.name)
+    set_name = snapshot.set_of(entry.name)
     if set_name is None or entry.release is None:
         return None
     cluster = entry.release.spec.cluster
     text = f"generated by ReleaseSet {set_name} ({entry.path}) for Cluster {cluster}"
-    failed = tick.snapshot.sets[set_name].failed
+    failed = snapshot.sets[set_name].failed
     return f"{text}; its generation failed: {failed}" if failed else text
 
 
@@ -256,12 +257,13 @@ def plan_retirement(tick: Tick, name: str) -> tuple[dict[str, Any], str]:
     pass's own decision, nothing carried out). A retirement that waits is told by the
     reason its status gets (``DeletionBlocked``, ``DeletionPending``), one that goes by
     its fate and commit subject."""
-    decided = decide_retirements(tick, RetireOptions(names=(name,)))[0]
+    run = decide_retirements(tick, RetireOptions(names=(name,)))[0]
+    decided = run.decided
     try:
-        planned = planned_message(tick, decided)
+        planned = planned_message(run)
     except ConvoyError as exc:
         return _error(name, exc.reason, str(exc))
-    before = state_name(tick.status(name).rollout)
+    before = state_name(run.prior.rollout)
     held = WAITING.get(decided.fate)
     row = {
         "name": name,

@@ -27,7 +27,7 @@ import yaml
 
 import convoy_batch
 from convoy_batch.deployers.targets import TEMPORARY_PREFIXES, WRITTEN
-from convoy_batch.engine.tick import default_state_dir
+from convoy_batch.ticks.location import default_state_dir
 from tests.support.loopback import Exchange, Loopback
 from tests.support.scenario import Result, Scenario, cluster_yaml, release_yaml
 from tests.support.tenant import nowhere, refused, synced

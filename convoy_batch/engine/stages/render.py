@@ -7,6 +7,7 @@ ClusterUnavailable with a one-line message.
 
 import hashlib
 import json
+from functools import partial
 
 from convoy_batch.deployers.base import Capabilities, Describes
 from convoy_batch.engine.tick import Tick
@@ -76,18 +77,15 @@ def stage_render(tick: Tick, release: Release) -> Rendered:
     if blob is not None:
         made = load_render(blob, release.name, revision)
     else:
-        made = _render(tick, release, cluster, server)
+        sources, state_dir, charts = tick.sources, tick.stores.state_dir, tick.charts
+        fresh = partial(render_release, release, cluster, sources, state_dir, server, charts)
+        made = fresh()
         if _may_vary(release) and made.ref != memo.render_ref:
-            _check_stable(release, made, _render(tick, release, cluster, server))
+            _check_stable(release, made, fresh())
     tick.owners().note_render(release.name, (o.key for o in made.objects))
     rendered = Rendered(cluster=cluster, render=made, key=key)
     tick.shared.keep_render(release.name, rendered)
     return rendered
-
-
-def _render(tick: Tick, release: Release, cluster: Cluster, server: Capabilities | None) -> Render:
-    state_dir = tick.stores.state_dir
-    return render_release(release, cluster, tick.sources, state_dir, server, tick.charts)
 
 
 MAX_NAMED = 3
