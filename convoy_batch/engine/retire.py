@@ -1,6 +1,7 @@
-"""A removed Release's retirement in a tick (README, "Deleting a Release"): which
-Releases a commit removed, what the pure decision (:mod:`convoy_batch.rollout.retire`)
-makes of each, and carrying it out. Does I/O through the tick's stores and deployers.
+"""A removed Release's retirement in a tick (README, "Deleting a Release"): what the pure
+decision (:mod:`convoy_batch.rollout.retire`) makes of each Release a commit removed (which
+ones, and what the history says of them: :mod:`.removed`), and carrying it out. Does I/O
+through the tick's stores and deployers.
 
 A Release is *gone* when its status file is at HEAD and no file under ``releases/`` is
 that Release. Its Cluster and ``deletionPolicy`` are its last committed version's (the
@@ -23,20 +24,31 @@ from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from functools import partial
-from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
 from convoy_batch.deployers.base import Deployer, ListsNamespaces
 from convoy_batch.engine.handler import Handled
 from convoy_batch.engine.ownership import Ownership
+from convoy_batch.engine.removed import (
+    LAST_TICK_FILE,
+    deletions_allowed,
+    first_unreadable,
+    gone_names,
+    last_head,
+    last_releases,
+    last_snapshot,
+    last_versions,
+    set_of,
+    uncertain,
+    unknown_why,
+)
 from convoy_batch.engine.stages.inventory import prune
 from convoy_batch.engine.stages.render import stage_render
 from convoy_batch.engine.tick import Tick
-from convoy_batch.errors import ConvoyError, DeletionPending, StateFailed, UsageError
+from convoy_batch.errors import ConvoyError, DeletionPending, StateFailed
 from convoy_batch.models import (
     LABEL_RELEASE,
-    LABEL_RELEASE_SET,
     Cluster,
     Identity,
     InventoryEntry,
@@ -47,31 +59,23 @@ from convoy_batch.models import (
 )
 from convoy_batch.reasons import Reason
 from convoy_batch.renderers.pipeline import Rendered
-from convoy_batch.repo.gitops import GitOpsRepo, GitOpsSnapshot, LastVersion
 from convoy_batch.rollout import Outcome
 from convoy_batch.rollout.depends import in_order
 from convoy_batch.rollout.retire import (
     ALLOW_DELETE_TRAILER,
     WAITING,
-    Allowed,
     Fate,
     Gone,
-    allowed_by_trailers,
     parse_retired,
     retire,
     retired_subject,
 )
 from convoy_batch.rollout.status import state_of
-from convoy_batch.state.caches import ParseCache
-from convoy_batch.state.files import atomic_write, read_file, real_root
+from convoy_batch.state.files import atomic_write, real_root
 from convoy_batch.state.intents import Retiring, RetiringStore
 from convoy_batch.store import Inventories
 
 log = logging.getLogger("convoy_batch")
-
-LAST_TICK_FILE = "last-tick.json"
-"""``<state>/last-tick.json``: the commit the last tick read (the guard counts the
-Releases there; trailers are read from the commits after it)."""
 
 _ACTED: dict[Fate, Literal["Delete", "Orphan", "Adopted"]] = {
     Fate.DELETE: "Delete",
@@ -138,23 +142,6 @@ class _Waits:
     inventory: ReleaseInventory
 
 
-def gone_names(snapshot: GitOpsSnapshot, opened: Iterable[str]) -> list[str]:
-    """The Releases whose status file is at HEAD (``opened``) and whose file no commit
-    keeps (``snapshot``: the commit the tick reads)."""
-    releases, sets = snapshot.releases, snapshot.sets
-    return sorted(name for name in opened if name not in releases and name not in sets)
-
-
-def last_head(state_dir: Path) -> str | None:
-    """The commit the last tick read (None: none recorded, or unreadable)."""
-    try:
-        raw = read_file(Path(state_dir) / LAST_TICK_FILE, real_root(state_dir))
-        commit = json.loads(raw)["commit"] if raw is not None else None
-    except (StateFailed, ValueError, KeyError, TypeError):
-        return None
-    return commit if isinstance(commit, str) else None
-
-
 def remember_head(tick: Tick) -> None:
     """Record the commit this tick read, when it is not the one recorded (a hint: a
     lost write makes the next tick read a trailer twice, or count over HEAD)."""
@@ -180,12 +167,12 @@ def decide_retirements(tick: Tick, options: RetireOptions = RetireOptions()) -> 
         return []
     cache = tick.cache("repo")
     # Read from the commit the tick reads (HEAD; ``diff``: the revision).
-    versions = _last_versions(repo, snapshot.commit, gone, cache)
-    members = {n: _set_of(v) for n, v in versions.items()}
-    last = _last_snapshot(repo, snapshot, state_dir, cache)
+    versions = last_versions(repo, snapshot.commit, gone, cache)
+    members = {n: set_of(v) for n, v in versions.items()}
+    last = last_snapshot(repo, snapshot, state_dir, cache)
     where = {n: v.release.spec.cluster for n, v in versions.items() if v and v.release is not None}
     tick.retired = replace(tick.retired, gone=MappingProxyType(where))
-    unreadable = _unreadable(snapshot)
+    unreadable = first_unreadable(snapshot)
     records = {name: tick.stores.retiring.load(name) for name in gone}
     entries = snapshot.releases.values()
     newcomers = [e.release for e in entries if e.release and e.release.name not in tick.opened]
@@ -204,8 +191,8 @@ def decide_retirements(tick: Tick, options: RetireOptions = RetireOptions()) -> 
             decided[name] = Decided(name, fate, message, record.cluster, record.adopted_by,
                                     removed_in, record)  # fmt: skip
         elif version is None or version.release is None:
-            decided[name] = Decided(name, Fate.PENDING, _unknown(name, version))
-        elif (why := _uncertain(snapshot, members.get(name))) is not None:
+            decided[name] = Decided(name, Fate.PENDING, unknown_why(name, version))
+        elif (why := uncertain(snapshot, members.get(name))) is not None:
             cluster = version.release.spec.cluster
             decided[name] = Decided(name, Fate.PENDING, why, cluster, None, removed_in)
         else:
@@ -216,11 +203,11 @@ def decide_retirements(tick: Tick, options: RetireOptions = RetireOptions()) -> 
             candidates.append(
                 Gone(name, release.spec.cluster, release.spec.deletes, adopter, members.get(name))
             )
-    allowed = _allowed(repo, snapshot.commit, state_dir, options)
+    allowed = deletions_allowed(repo, snapshot.commit, state_dir, options.allow_deletions)
     fates = retire(
         candidates,
         unreadable=unreadable,
-        last_releases=_last_releases(last, snapshot) if len(candidates) > 1 else {},
+        last_releases=last_releases(last, snapshot) if len(candidates) > 1 else {},
         allowed=allowed,
         last_sets={n: e.members for n, e in last.sets.items()} if last is not None else {},
     )
@@ -533,45 +520,6 @@ def _hand_over(run: Retirement, inventory: ReleaseInventory, adopter: str) -> No
         run.inventories.save(adopter)
 
 
-def _last_versions(
-    repo: GitOpsRepo, head: str, names: Sequence[str], cache: ParseCache
-) -> dict[str, LastVersion | None]:
-    """Each removed Release's last committed version on ``head``'s line: the file the
-    commit that removed it took away, else (no such commit) the ReleaseSet member as the
-    newest commit that generated it had it (``cache``: the repository's parse cache)."""
-    versions = {name: repo.last_version(name, head) for name in names}
-    for name in names:  # no commit removed a file of it: it may have left a ReleaseSet
-        if versions[name] is None:
-            versions[name] = repo.last_member_version(name, head, cache)
-    return versions
-
-
-def _unreadable(snapshot: GitOpsSnapshot) -> str | None:
-    """The first Release or ReleaseSet file of the snapshot that cannot be read (it could
-    be a removed one); a ReleaseSet member's own error is not one (its set's file was
-    read)."""
-    broken = sorted(
-        [
-            (e.path, e.error)
-            for e in snapshot.releases.values()
-            if e.error and not snapshot.set_of(e.name)
-        ]
-        + [(e.path, e.failed) for e in snapshot.sets.values() if e.unparsed and e.failed]
-    )
-    return broken[0][1] if broken else None
-
-
-def _unknown(name: str, version: LastVersion | None) -> str:
-    if version is None:
-        why = f"no commit that removed releases/{name}.yaml was found"
-    else:
-        why = f"its last committed version does not parse ({version.error})"
-    return (
-        f"deletion waits: {why}, so its Cluster and deletionPolicy are unknown; "
-        f"'reconcile {name} --orphan' ends it without deleting"
-    )
-
-
 def _held(inventories: Inventories, name: str) -> set[Identity]:
     """The objects of the removed Release's inventory (none when it cannot be read)."""
     try:
@@ -601,56 +549,3 @@ def _adopter(
         if any(o.key.identity() in held for o in rendered.render.objects):
             return other.name
     return None
-
-
-def _allowed(repo: GitOpsRepo, head: str, state_dir: Path, options: RetireOptions) -> Allowed:
-    """What lets the guard's deletions through: ``--allow-deletions``, or the trailers of
-    the commits this tick reads for the first time (after the last tick's, up to
-    ``head``)."""
-    if options.allow_deletions:
-        return Allowed(every=True)
-    since = last_head(state_dir)
-    if since is not None and not repo.has_commit(since):
-        since = None  # the recorded commit is gone (history rewritten): HEAD's alone
-    values = repo.trailers(ALLOW_DELETE_TRAILER, since, head)
-    return allowed_by_trailers(values)
-
-
-def _last_releases(last: GitOpsSnapshot | None, head: GitOpsSnapshot) -> dict[str, str]:
-    """Release -> Cluster at the commit the last tick read (``head``'s when none is
-    known), ReleaseSet members included; a Release file that did not parse counts, on no
-    Cluster ("")."""
-    snapshot = last if last is not None else head
-    return {
-        name: e.release.spec.cluster if e.release else "" for name, e in snapshot.releases.items()
-    }
-
-
-def _last_snapshot(
-    repo: GitOpsRepo, snapshot: GitOpsSnapshot, state_dir: Path, cache: ParseCache
-) -> GitOpsSnapshot | None:
-    """The Releases and ReleaseSets of the commit the last tick read (None: none known,
-    or that commit is gone); ``snapshot`` itself when it is that commit."""
-    since = last_head(state_dir)
-    if since is None or since == snapshot.commit or not repo.has_commit(since):
-        return snapshot if since == snapshot.commit else None
-    try:
-        return repo.snapshot(cache, revision=since)
-    except UsageError:
-        return None
-
-
-def _set_of(version: LastVersion | None) -> str | None:
-    """The ReleaseSet a gone Release was a member of, by its last version's label."""
-    if version is None or version.release is None:
-        return None
-    return version.release.metadata.labels.get(LABEL_RELEASE_SET)
-
-
-def _uncertain(snapshot: GitOpsSnapshot, set_name: str | None) -> str | None:
-    """Why a gone member of ``set_name`` is not retired now: its set's member set cannot
-    be told (GenerationFailed), so it may still be a member."""
-    entry = snapshot.sets.get(set_name or "")
-    if entry is None or entry.failed is None:
-        return None
-    return f"deletion waits: ReleaseSet {set_name}: GenerationFailed: {entry.failed}"

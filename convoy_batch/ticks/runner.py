@@ -20,10 +20,10 @@ from pathlib import Path
 
 from convoy_batch.deployers.factory import DeployerFactory, make_deployer
 from convoy_batch.engine.handler import Handled
+from convoy_batch.engine.removed import gone_names
 from convoy_batch.engine.retire import (
     RetireOptions,
     forget_retired,
-    gone_names,
     remember_head,
     retire_removed,
 )

@@ -9,10 +9,10 @@ from typing import Any
 
 from git import Repo
 
+from convoy_batch.engine.removed import gone_names
 from convoy_batch.engine.retire import (
     RetireOptions,
     decide_retirements,
-    gone_names,
     planned_message,
 )
 from convoy_batch.engine.stages.gates import window_note
