@@ -393,20 +393,20 @@ def test_diff_shows_the_guard_holding_a_mass_deletion(s: Scenario) -> None:
     assert "| web | staging | 0 | 0 | 2 | DeletionBlocked: mass deletion: 2 of 2" in markdown
 
 
-README = PROJECT / "README.md"
+GUIDE = PROJECT / "docs" / "guides" / "diff.md"
 
 
-def readme_ci_step() -> str:
-    """The ``run:`` block of the README's pull-request job, as written."""
-    section = README.read_text().split("## Previewing a change (`diff`)", 1)[1]
+def documented_ci_step() -> str:
+    """The ``run:`` block of the guide's pull-request job, as written."""
+    section = GUIDE.read_text().split("# Previewing a change (`diff`)", 1)[1]
     block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
     run = block.split("run: |\n", 1)[1]
     return "".join(line.strip() + "\n" for line in run.splitlines())
 
 
-def test_the_readme_ci_step_runs_as_written(s: Scenario, tmp_path: Path) -> None:
+def test_the_documented_ci_step_runs_as_written(s: Scenario, tmp_path: Path) -> None:
     """A CI checkout of the base branch (a clone with ``origin``), the pull request's
-    merge ref on the origin, and the README's step run by a shell."""
+    merge ref on the origin, and the guide's step run by a shell."""
     s.app()
     s.repo.git.checkout("-b", "pr")
     s.commit({"apps/web/extra.yaml": EXTRA}, "pr")
@@ -423,7 +423,7 @@ def test_the_readme_ci_step_runs_as_written(s: Scenario, tmp_path: Path) -> None
         "RUNNER_TEMP": str(tmp_path / "runner"),
         "GITHUB_STEP_SUMMARY": str(summary),
     }
-    step = readme_ci_step()
+    step = documented_ci_step()
     assert "convoy-batch --repo . --state" in step
     done = subprocess.run(
         ["bash", "-e", "-c", step], cwd=checkout, env=env, capture_output=True, text=True,

@@ -1,8 +1,9 @@
-"""Every command of the README's ``sh`` blocks runs as written, in order, from a fresh copy
-of the project (the checkout's tracked files and untracked ones that are not ignored: a
-clone with the work not yet committed).
+"""Every command of the ``sh`` blocks of the README and then of the getting-started page
+(docs/getting-started.md, where the example's stories are told) runs as written, in order,
+from a fresh copy of the project (the checkout's tracked files and untracked ones that are
+not ignored: a clone with the work not yet committed).
 
-The README's convention: each line of a ``sh`` block is one command (a line ending in
+The convention of both: each line of a ``sh`` block is one command (a line ending in
 ``\\`` goes on), run by bash from the project's folder. A command whose comment ends in
 ``(until Ctrl-C)`` (``make run``) runs in the background until its UI answers and the
 example's first status commits have landed; it is stopped (Ctrl-C to its process group)
@@ -22,8 +23,8 @@ its own meanwhile is checked (:func:`check_unattended`): the schedule evaluated,
 status history, the example's notifications. No command prints a warning of Dagster's
 (:func:`~tests.support.dagster_dev.dagster_warnings`: a superseded, deprecated, preview
 or beta API; ``make run``'s whole output, read once it is stopped, included). Starts
-``dg dev`` twice (about 20 s each with its first tick: once per ``make run`` the README
-shows) and runs ``make test``'s lint once: about a minute and a half. Its name holds
+``dg dev`` twice (about 20 s each with its first tick: once per ``make run`` the two pages
+show) and runs ``make test``'s lint once: about a minute and a half. Its name holds
 ``dagster_dev``, so ``-k 'not dagster_dev'`` leaves it out.
 """
 
@@ -56,6 +57,10 @@ from tests.support.needs import needs
 
 PROJECT = Path(__file__).resolve().parents[2]
 README = PROJECT / "README.md"
+GETTING_STARTED = PROJECT / "docs" / "getting-started.md"
+DOCUMENTS = (README, GETTING_STARTED)
+"""The pages whose commands run, in this order: the README's first commands start the
+example, the getting-started page then follows its stories."""
 FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
 UNTIL_STOPPED = "(until Ctrl-C)"
 LANGUAGES = {"sh", "yaml", "graphql", ""}
@@ -89,7 +94,7 @@ def code_blocks(text: str) -> list[Block]:
             indent = None
         elif indent is not None:
             lines.append(line.removeprefix(indent))
-    assert indent is None, "README: a code block is not closed"
+    assert indent is None, "a code block is not closed"
     return blocks
 
 
@@ -104,12 +109,21 @@ def block_commands(block: Block) -> list[str]:
         if not line.rstrip().endswith("\\"):
             commands.append("\n".join(pending))
             pending = []
-    assert not pending, f"README: a command ends in a backslash: {pending}"
+    assert not pending, f"a command ends in a backslash: {pending}"
     return commands
 
 
 def readme_commands(text: str) -> list[str]:
     return [c for b in code_blocks(text) if b.language == "sh" for c in block_commands(b)]
+
+
+def documented_commands(project: Path) -> list[str]:
+    """The commands of :data:`DOCUMENTS` in ``project``, the README's first."""
+    return [
+        command
+        for document in DOCUMENTS
+        for command in readme_commands((project / document.relative_to(PROJECT)).read_text())
+    ]
 
 
 def runs_until_stopped(command: str) -> bool:
@@ -337,7 +351,7 @@ CHECKS: dict[str, Callable[[Path], Check]] = {
     ".venv/bin/python scripts/run_example.py --help": lists_the_options,
     "cat .convoy/example/notifications.log": shows_notifications,
 }
-"""Checks by the start of the command: each must start at least one README command."""
+"""Checks by the start of the command: each must start at least one documented command."""
 
 
 def check_for(command: str, project: Path) -> Check:
@@ -349,17 +363,20 @@ def check_for(command: str, project: Path) -> Check:
 
 
 def test_readme_blocks_are_sh_yaml_or_plain_and_parse() -> None:
-    text = README.read_text()
-    blocks = code_blocks(text)
-    assert {b.language for b in blocks} <= LANGUAGES, {b.language for b in blocks}
-    commands = readme_commands(text)
+    for document in DOCUMENTS:
+        languages = {b.language for b in code_blocks(document.read_text())}
+        assert languages <= LANGUAGES, (document.name, languages)
+    commands = documented_commands(PROJECT)
     for command in commands:
         syntax = subprocess.run(["bash", "-n", "-c", command], capture_output=True, text=True)
         assert syntax.returncode == 0, f"{command}: {syntax.stderr}"
     for start in CHECKS:
-        assert any(c.startswith(start) for c in commands), f"no README command starts {start!r}"
+        assert any(c.startswith(start) for c in commands), f"no command starts {start!r}"
     running = [c.split("#")[0].split() for c in commands if runs_until_stopped(c)]
     assert ["make", "run"] in running, "the README shows no make run"
+    first = readme_commands(README.read_text())
+    assert first and runs_until_stopped(first[0]), "the README's first command is not make run"
+    assert readme_commands(GETTING_STARTED.read_text()), "the getting-started page has no command"
     assert any(re.fullmatch(r"PORT=\d+", w) for c in running for w in c), "nor another port"
 
 
@@ -371,7 +388,7 @@ def test_the_banner_prints_the_readme_audit_trail_command(
     assert spec is not None and spec.loader is not None
     run_example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run_example)
-    audit_trail = audit_trail_command(readme_commands(README.read_text()))
+    audit_trail = audit_trail_command(documented_commands(PROJECT))
     monkeypatch.chdir(PROJECT)
 
     run_example.explain(Path(".convoy/example"), "127.0.0.1", 3001)
@@ -394,7 +411,7 @@ def project(tmp_path: Path) -> Iterator[Path]:
 
 def test_readme_commands_run_as_written_beside_dagster_dev(project: Path, tmp_path: Path) -> None:
     env = command_env(project)
-    commands = readme_commands((project / "README.md").read_text())
+    commands = documented_commands(project)
     audit_trail = audit_trail_command(commands)
     stamp = subprocess.run(["make", "--question", ".venv/.installed"], cwd=project, env=env)
     assert stamp.returncode == 0, "make would install into the shared virtualenv"
@@ -417,7 +434,7 @@ def test_readme_commands_run_as_written_beside_dagster_dev(project: Path, tmp_pa
             output = run(command, project, env)
             check_quiet(command, output)
             check(output)
-        assert example is not None, "no README command starts the example"
+        assert example is not None, "no documented command starts the example"
         if not checked:
             check_unattended(example, project)
         stopping, example = example, None

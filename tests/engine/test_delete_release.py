@@ -1,4 +1,4 @@
-"""Deleting a Release (README, "Deleting a Release"), on the directory cluster, through
+"""Deleting a Release (docs/guides/deleting.md), on the directory cluster, through
 the CLI: a removed file retires its Release on purpose (Delete, Orphan, adoption), never
 by accident (an unreadable file, a rename, a mass deletion without a trailer)."""
 
@@ -387,11 +387,12 @@ def test_a_namespace_convoy_did_not_make_is_kept(s: Scenario) -> None:
     assert not s.has_status("web") and namespace.exists()
 
 
-def test_the_readme_trailer_command_lets_the_guard_through(s: Scenario) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_the_guide_s_trailer_command_lets_the_guard_through(s: Scenario) -> None:
+    guide = Path(__file__).resolve().parents[2] / "docs" / "guides" / "deleting.md"
+    text = guide.read_text()
     command = next(
         line.strip()
-        for line in readme.splitlines()
+        for line in text.splitlines()
         if line.strip().startswith("git commit") and "Convoy-Allow-Delete" in line
     )
     settled(s, "web", "api", "db")

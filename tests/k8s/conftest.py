@@ -1,7 +1,7 @@
 """Fixtures for the tests against a real kube-apiserver: one control plane per session.
 
 The server is 1.20.2, the newest these machines build from their distribution's sources;
-convoy-batch supports 1.20.6 and newer (docs/kubernetes.md, "Supported Kubernetes
+convoy-batch supports 1.20.6 and newer (docs/guides/kubernetes.md, "Supported Kubernetes
 versions"): 1.20.2 panics on a server-side apply of an APIService (kubernetes#89264), so
 no test here applies one."""
 

@@ -94,8 +94,8 @@ def test_a_module_that_shares_a_fixture_runs_on_one_worker_and_makes_it_once(
 
 
 def documented_expressions() -> list[str]:
-    """The ``-m`` expressions of docs/contributing.md's table, in its order."""
-    text = (PROJECT / "docs" / "contributing.md").read_text()
+    """The ``-m`` expressions of docs/developer/contributing.md's table, in its order."""
+    text = (PROJECT / "docs" / "developer" / "contributing.md").read_text()
     table = text.split("| `-m` | Runs |\n", 1)[1].split("\n\n", 1)[0]
     return re.findall(r"^\| `([^`]+)` \|", table, re.MULTILINE)
 

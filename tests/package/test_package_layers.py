@@ -1,7 +1,7 @@
 """The package's layers: every module and package of ``convoy_batch`` has its floor, and
 an import only goes down (or stays in its own package). Read with ``ast`` from every
 module, lazy imports inside functions and those under ``TYPE_CHECKING`` included; the
-README's Layout names each unit once, in this order.
+Layout (docs/developer/architecture.md) names each unit once, in this order.
 
 So the pure core (``rollout/``, ``manifests/``) and the machinery below the engine never
 reach up into it, and the views and the Dagster layer never import each other.
@@ -16,7 +16,7 @@ import pytest
 import convoy_batch
 
 PACKAGE_DIR = Path(convoy_batch.__file__).parent
-README = PACKAGE_DIR.parent / "README.md"
+ARCHITECTURE = PACKAGE_DIR.parent / "docs" / "developer" / "architecture.md"
 
 LAYERS: list[set[str]] = [
     {"cli", "definitions"},
@@ -82,14 +82,14 @@ def test_a_module_imports_only_floors_below_its_own(path: Path) -> None:
     assert not upward, f"{relative} (floor {FLOOR[own]}) imports upward or sideways: {upward}"
 
 
-def readme_layout_units() -> list[str]:
-    text = README.read_text()
+def documented_layout_units() -> list[str]:
+    text = ARCHITECTURE.read_text()
     block = text.split("## Layout", 1)[1].split("```", 2)[1]
     return [m.group(1) for m in re.finditer(r"^  (\w+)(?:/|\.py)", block, re.M)]
 
 
-def test_the_readme_layout_names_every_unit_once_floor_by_floor() -> None:
-    named = readme_layout_units()
+def test_the_documented_layout_names_every_unit_once_floor_by_floor() -> None:
+    named = documented_layout_units()
     assert sorted(named) == sorted(FLOOR), (named, sorted(FLOOR))
     floors = [FLOOR[unit] for unit in named]
     assert floors == sorted(floors), named

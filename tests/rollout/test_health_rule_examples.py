@@ -1,4 +1,4 @@
-"""The README's health rules (section "Health rules (CEL)"), read from the README itself,
+"""The documented health rules (docs/guides/health-rules.md), read from the page itself,
 on realistic objects of cert-manager, Argo Rollouts and Flux's helm-controller: the docs
 and the tests cannot drift apart."""
 
@@ -12,14 +12,13 @@ import yaml
 from convoy_batch.health.cel import Programs, Rule, evaluate, rules_for
 from convoy_batch.models import HealthCheck, HealthState, Release, parse_model
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "health-rules.md"
 CURRENT, IN_PROGRESS, FAILED = HealthState.CURRENT, HealthState.IN_PROGRESS, HealthState.FAILED
 
 
 def documented_checks() -> list[dict[str, Any]]:
-    """Every healthChecks entry of the README's section, in its YAML blocks."""
-    text = README.read_text()
-    section = text.split("## Health rules (CEL)\n", 1)[1].split("\n## ", 1)[0]
+    """Every healthChecks entry of the guide, in its YAML blocks."""
+    section = GUIDE.read_text().split("# Health rules (CEL)\n", 1)[1]
     checks: list[dict[str, Any]] = []
     for block in re.findall(r"```yaml\n(.*?)```", section, flags=re.DOTALL):
         data = yaml.safe_load(block)
@@ -48,11 +47,11 @@ RULES = rules_for(release_with_documented_rules(), None, Programs())
 
 def rule_for(obj: dict[str, Any]) -> Rule:
     rule = RULES.find(obj)
-    assert rule is not None, f"the README has no rule for {obj['kind']}"
+    assert rule is not None, f"the guide has no rule for {obj['kind']}"
     return rule
 
 
-def test_the_readme_documents_a_rule_for_each_example_kind() -> None:
+def test_the_guide_documents_a_rule_for_each_example_kind() -> None:
     kinds = {(c["apiVersion"], c["kind"]) for c in documented_checks()}
     assert {
         ("cert-manager.io/v1", "Certificate"),
@@ -370,11 +369,11 @@ def test_the_sealed_secret_rule_of_flux_s_library_works_as_it_is() -> None:
     assert evaluate(rule_for(bad), bad)[0] == FAILED
 
 
-def test_filter_all_holds_on_a_certificate_that_is_not_issuing_as_the_readme_warns() -> None:
+def test_filter_all_holds_on_a_certificate_that_is_not_issuing_as_the_guide_warns() -> None:
     text = "status.conditions.filter(e, e.type == 'Issuing').all(e, e.status == 'True')"
-    assert text in README.read_text()
+    assert text in GUIDE.read_text()
     check = HealthCheck(
         api_version="cert-manager.io/v1", kind="Certificate", in_progress=text, current="true"
     )
-    rule = Rule("the README's warning", check, Programs())
+    rule = Rule("the guide's warning", check, Programs())
     assert evaluate(rule, certificate(CERT_READY, **ISSUED))[0] == IN_PROGRESS

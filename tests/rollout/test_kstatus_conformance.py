@@ -7,8 +7,8 @@ expects. ``RULES`` adds rows for kstatus rules that have no table case of their 
 named after the function of ``core.go`` or ``generic.go`` they come from.
 
 A row where convoy-batch answers otherwise on purpose has ``ours`` and ``why``: the
-words of the README's Decisions entry that gives the reason (a test checks the README
-says them). Every other row must give kstatus's state.
+words of the Decisions entry that gives the reason (a test checks that a page of
+docs/developer/decisions/ says them). Every other row must give kstatus's state.
 """
 
 from dataclasses import dataclass
@@ -24,7 +24,7 @@ from convoy_batch.timefmt import format_time
 from tests.support.scenario import T0
 
 NOW = T0
-README = Path(__file__).resolve().parents[2] / "README.md"
+DECISIONS = Path(__file__).resolve().parents[2] / "docs" / "developer" / "decisions"
 
 FAILED_POD = "A Pod whose phase is Failed is Failed"
 JOB_UNTIL_COMPLETE = "A Job is InProgress until it is Complete"
@@ -45,7 +45,7 @@ class Row:
     ours: HealthState | None = None
     """Set only where convoy-batch differs on purpose."""
     why: str = ""
-    """The README Decisions entry that says why (the start of its words)."""
+    """The Decisions entry that says why (the start of its words)."""
 
     @property
     def expected(self) -> HealthState:
@@ -530,8 +530,10 @@ def test_health_gives_kstatus_state_or_the_documented_difference(row: Row) -> No
     assert compute(row.obj, NOW)[0] == row.expected
 
 
-def test_every_difference_is_a_decision_in_the_readme() -> None:
-    decisions = README.read_text(encoding="utf-8").split("## Decisions", 1)[1]
+def test_every_difference_is_a_decision_in_the_docs() -> None:
+    pages = sorted(DECISIONS.glob("*.md"))
+    assert pages
+    decisions = "\n".join(page.read_text(encoding="utf-8") for page in pages)
     differences = [row for row in ROWS.values() if row.ours is not None]
     assert differences
     for row in differences:

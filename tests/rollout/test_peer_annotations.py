@@ -1,5 +1,6 @@
 """Argo CD and Flux annotations read by the public render function: every mapping of
-the README's table, convoy's own annotation winning, and every unknown value refused."""
+the table of docs/guides/annotations.md, convoy's own annotation winning, and every
+unknown value refused."""
 
 import re
 from pathlib import Path
@@ -56,7 +57,7 @@ PLAIN = {"wave": 0, "hooks": (), "prune": True, "create_only": False, "delete_wh
 SUCCEEDED = frozenset({HealthState.CURRENT})
 FAILED = frozenset({HealthState.FAILED})
 
-# (annotations, what convoy-batch makes of them): one row per line of the README table
+# (annotations, what convoy-batch makes of them): one row per line of the docs' table
 MAPPINGS = [
     pytest.param({HOOK: "PreSync"}, {"hooks": ("PreSync",)}, id="argo-hook-presync"),
     pytest.param({HOOK: "Sync"}, {"hooks": ("Sync",)}, id="argo-hook-sync"),
@@ -348,9 +349,10 @@ def test_an_integer_argo_wave_is_read_as_convoy_reads_its_own() -> None:
     assert obj.wave == 4
 
 
-def test_the_readme_table_names_every_annotation_and_value_the_code_knows() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    table = readme[readme.index("## Argo CD and Flux annotations") :]
+def test_the_docs_table_names_every_annotation_and_value_the_code_knows() -> None:
+    guide = Path(__file__).resolve().parents[2] / "docs" / "guides" / "annotations.md"
+    text = guide.read_text()
+    table = text[text.index("# Argo CD and Flux annotations") :]
     names = (HOOK, POLICY, WAVE, OPTIONS, COMPARE, PRUNE, SSA, RECONCILE, HELM, HELM_POLICY)
     values = (
         *annotations.ARGO_HOOKS,

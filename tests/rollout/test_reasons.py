@@ -1,6 +1,6 @@
 """One vocabulary: the error reasons of the outcome are exactly the reasons of the typed
-errors, one class each; the README lists every outcome reason; the enums keep the
-texts that status files, JSON, YAML and wake-up keys hold."""
+errors, one class each; the CLI reference (docs/reference/cli.md) lists every outcome
+reason; the enums keep the texts that status files, JSON, YAML and wake-up keys hold."""
 
 import json
 import re
@@ -23,7 +23,9 @@ from convoy_batch.rollout.due import DueReason
 from convoy_batch.ticks.wakeups import WAKE_REASONS
 from convoy_batch.timefmt import parse_time
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+CLI_REFERENCE = DOCS / "reference" / "cli.md"
+DRIFT_GUIDE = DOCS / "guides" / "drift.md"
 
 
 def _subclasses(cls: type) -> set[type]:
@@ -33,8 +35,8 @@ def _subclasses(cls: type) -> set[type]:
     return found
 
 
-def _readme_reasons() -> set[str]:
-    listed = README.read_text().split("- Outcome reasons:", 1)[1].split("\n- ", 1)[0]
+def _documented_reasons() -> set[str]:
+    listed = CLI_REFERENCE.read_text().split("- Outcome reasons:", 1)[1].split("\n- ", 1)[0]
     return set(re.findall(r"`(\w+)`", listed))
 
 
@@ -52,8 +54,8 @@ def test_every_outcome_that_is_an_error_has_an_error_reason() -> None:
         assert Outcome(None, False, reason).is_error == (reason in ERROR_REASONS)
 
 
-def test_the_readme_lists_every_outcome_reason() -> None:
-    assert _readme_reasons() >= {str(reason) for reason in OUTCOME_REASONS}
+def test_the_cli_reference_lists_every_outcome_reason() -> None:
+    assert _documented_reasons() >= {str(reason) for reason in OUTCOME_REASONS}
 
 
 def test_gate_reasons_are_outcome_reasons_and_not_errors() -> None:
@@ -84,9 +86,9 @@ def test_the_reason_texts_are_unchanged() -> None:
     }  # fmt: skip
 
 
-def test_drift_reasons_are_no_outcome_s_and_the_readme_names_them() -> None:
+def test_drift_reasons_are_no_outcome_s_and_the_drift_guide_names_them() -> None:
     assert not DRIFT_REASONS & OUTCOME_REASONS
-    section = README.read_text().split("## Drift rules", 1)[1].split("\n## ", 1)[0]
+    section = DRIFT_GUIDE.read_text().split("# Drift rules", 1)[1]
     assert all(f"`{reason}`" in section for reason in DRIFT_REASONS)
 
 

@@ -1,1 +1,1 @@
-"""What whoever can commit cannot do (docs/security.md)."""
+"""What whoever can commit cannot do (docs/reference/security.md)."""
