@@ -475,8 +475,9 @@ def _run_tick(
     unstored = any_unstored(tick.stores.writer.drain())  # renders on disk before the GC looks
     report.collectable = in_git and not unstored
     if options.shard is None:
-        finished = finish_run(tick.status_store, tick.stores, tick.statuses, report, clone)
-        report.push_warning = finished
+        report.push_warning = finish_run(
+            tick.status_store, tick.stores, tick.statuses, report, clone
+        )
     if notifier is not None:  # the events of the status commits, now they have landed
         notifier.deliver()
     tick.close()

@@ -165,13 +165,13 @@ def diff_releases(
     at_rev = tick.snapshot.releases
     diffs = []
     retiring: dict[str, Retirement] | None = None
+    deletes = partial(_deletes, tick.repo, tick.snapshot.commit)
     for name in names or sorted(set(at_rev) | set(head.snapshot.releases) | set(tick.opened)):
         if name in at_rev:
             diffs.append(diff_release(tick, head, at_rev[name], live))
             continue
         if retiring is None:  # decided once, over every removed Release (the guard)
             retiring = {r.decided.name: r for r in decide_retirements(tick)}
-        deletes = partial(_deletes, tick.repo, tick.snapshot.commit)
         diffs.append(_gone(head.inventory(name), name, retiring.get(name), deletes))
     return diffs, cluster_warnings(head.snapshot.releases, head.inventory, diffs)
 
